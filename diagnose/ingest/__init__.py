@@ -1,0 +1,1 @@
+"""From raw bytes to normalised lines: reading, undoing terminal/shipper/chat damage, scanning."""
