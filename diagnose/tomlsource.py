@@ -1,0 +1,105 @@
+"""Load TOML data files so that every later complaint can name file, line and field.
+
+``tomllib`` reports syntax errors with a line and column but forgets where each
+key was once parsing succeeds.  :class:`TomlSource` keeps the raw text and
+finds the line of a dotted field path on demand, so validators in ``kb.py``
+and ``rules/`` raise :class:`~diagnose.errors.RuleFileError` pointing at the
+exact line (1-based).  Array-of-tables entries are addressed as ``fixes[2].title``.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from diagnose.errors import RuleFileError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+_TOML_ERR_POS = re.compile(r"\(at line (\d+), column (\d+)\)")
+_HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(?:#.*)?$")
+_KEY = re.compile(r"""^\s*("[^"]*"|'[^']*'|[A-Za-z0-9_.\-]+)\s*=""")
+_INDEX = re.compile(r"^(.*)\[(\d+)\]$")
+
+
+@dataclass(frozen=True, slots=True)
+class TomlSource:
+    """A parsed TOML file with its path and raw text kept for error locations."""
+
+    path: str
+    text: str
+    data: dict[str, Any]
+
+    def line_of(self, field: str) -> int | None:
+        """Return the 1-based line where ``field`` (dotted, with ``[i]`` indexes) is set.
+
+        Falls back to the line of the enclosing table when the key itself is not
+        written out (a missing field is reported where its table starts).
+        """
+        parts = [p for p in field.split(".") if p]
+        table: list[str] = []
+        counts: dict[str, int] = {}
+        target_table: list[str] = []
+        for part in parts[:-1]:
+            m = _INDEX.match(part)
+            target_table.append(f"{m.group(1)}[{m.group(2)}]" if m else part)
+        last = parts[-1] if parts else ""
+        last_m = _INDEX.match(last)
+        last_key = last_m.group(1) if last_m else last
+        table_line: int | None = 1 if not target_table else None
+        for number, raw in enumerate(self.text.splitlines(), start=1):
+            header = _HEADER.match(raw)
+            if header and not raw.lstrip().startswith("#"):
+                name = header.group(2).strip()
+                if header.group(1) == "[[":
+                    counts[name] = counts.get(name, -1) + 1
+                    table = _split_header(f"{name}[{counts[name]}]")
+                else:
+                    table = _split_header(name)
+                if table == target_table and table_line is None:
+                    table_line = number
+                if last_m is None and table == [*target_table, last_key] and last_key:
+                    return number
+                if last_m is not None and table == [*target_table, last]:
+                    return number
+                continue
+            key = _KEY.match(raw)
+            if key and table == target_table:
+                name = key.group(1).strip("\"'")
+                if name == last_key or name.split(".")[-1] == last_key:
+                    return number
+        return table_line
+
+    def error(self, field: str | None, message: str) -> RuleFileError:
+        """Build a :class:`RuleFileError` located at ``field``'s line."""
+        line = self.line_of(field) if field else None
+        return RuleFileError(self.path, line, field, message)
+
+
+def _split_header(name: str) -> list[str]:
+    """Split a table header such as ``a.b[0]`` into path parts, keeping indexes."""
+    return [p.strip().strip("\"'") for p in name.split(".")]
+
+
+def load_toml(path: Path) -> TomlSource:
+    """Read and parse ``path``; syntax errors become :class:`RuleFileError` with line and column."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise RuleFileError(str(path), None, None, f"cannot read: {exc.strerror or exc}") from exc
+    text = raw.decode("utf-8", errors="replace")
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        msg = str(exc)
+        pos = _TOML_ERR_POS.search(msg)
+        line = int(pos.group(1)) if pos else getattr(exc, "lineno", None)
+        clean = _TOML_ERR_POS.sub("", msg).strip()
+        raise RuleFileError(str(path), line, None, f"invalid TOML: {clean}") from exc
+    return TomlSource(str(path), text, data)
