@@ -30,15 +30,25 @@ class LogLine:
 
 @dataclass(frozen=True, slots=True)
 class TemplateArg:
-    """One template argument: its text, the qualified name at its top level, and nested args."""
+    """One template argument: its text, the qualified name at its top level, and nested args.
+
+    ``truncated`` is True when the log cut the name inside this argument (its text
+    is only the prefix that survived, e.g. ``__nv_bf`` for ``__nv_bfloat16``).
+    """
 
     text: str
     name: str | None = None
     args: tuple[TemplateArg, ...] = ()
+    truncated: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        """Return the JSON form: ``{"text", "name", "args": [...]}``."""
-        return {"text": self.text, "name": self.name, "args": [a.to_dict() for a in self.args]}
+        """Return the JSON form: ``{"text", "name", "args": [...], "truncated"}``."""
+        return {
+            "text": self.text,
+            "name": self.name,
+            "args": [a.to_dict() for a in self.args],
+            "truncated": self.truncated,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,4 +185,73 @@ class Region:
             "message_line": self.message_line,
             "truncated": self.truncated,
             "frames": [f.to_dict() for f in self.frames],
+        }
+
+
+#: A fact a rule extracted: a number (bytes, counts), a string (arch, gpu), a tuple (tile).
+FactValue = str | int | float | tuple[int, ...] | tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """One log line that made a rule signal fire; ``signal`` names the signal (``match.all[0]``)."""
+
+    line: int
+    text: str
+    signal: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the JSON form: ``{"line", "text", "signal"}``."""
+        return {"line": self.line, "text": self.text, "signal": self.signal}
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One rule that matched one region (or the whole log when ``region_index`` is ``None``).
+
+    ``tier`` says how strong the support is: ``"pattern"`` (the text matched),
+    ``"hardware"`` (a numeric check against the knowledge base's hardware facts
+    held, e.g. required shared memory above the arch's opt-in limit) or
+    ``"verified"`` (reproduced on a GPU).  ``facts`` and ``scores`` are
+    ``(name, value)`` pairs in the order the rule produced them; ``summary`` is
+    the rule's explanation with those facts filled in.
+    """
+
+    rule_id: str
+    cause: str
+    title: str
+    severity: str
+    fatal: bool
+    confidence: float
+    tier: str
+    region_index: int | None
+    evidence: tuple[Evidence, ...] = ()
+    facts: tuple[tuple[str, FactValue], ...] = ()
+    scores: tuple[tuple[str, float], ...] = ()
+    notes: tuple[str, ...] = ()
+    summary: str = ""
+
+    def fact(self, name: str) -> FactValue | None:
+        """Return the fact called ``name``, or ``None`` when the rule did not extract it."""
+        for key, value in self.facts:
+            if key == name:
+                return value
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the JSON form of the finding (the public contract)."""
+        return {
+            "rule_id": self.rule_id,
+            "cause": self.cause,
+            "title": self.title,
+            "severity": self.severity,
+            "fatal": self.fatal,
+            "confidence": round(self.confidence, 4),
+            "tier": self.tier,
+            "region_index": self.region_index,
+            "summary": self.summary,
+            "evidence": [e.to_dict() for e in self.evidence],
+            "facts": {k: list(v) if isinstance(v, tuple) else v for k, v in self.facts},
+            "scores": dict(self.scores),
+            "notes": list(self.notes),
         }
