@@ -1,0 +1,5 @@
+"""``python -m diagnose`` runs the CLI."""
+
+from diagnose.cli import main
+
+main()

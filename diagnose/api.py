@@ -1,0 +1,175 @@
+"""The library entry points: parse a log, match the rule base, and build the :class:`Diagnosis`.
+
+``diagnose_text`` and ``diagnose_file`` never print or exit; unreadable input
+raises :class:`~diagnose.errors.InputError`, an invalid rule or kb file
+:class:`~diagnose.errors.RuleFileError`.  Everything else, however odd the
+bytes, gives a result.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+from diagnose.pipeline import Parsed, parse_source, parse_text
+from diagnose.report import Diagnosis, FixAdvice, SimilarCase
+
+if TYPE_CHECKING:
+    from diagnose.kb import Cause, KnowledgeBase
+    from diagnose.model import Finding, Region
+    from diagnose.rules import RuleSet
+
+#: Generic next steps when nothing matched: each one decides between known causes.
+UNKNOWN_NEXT_STEPS = (
+    "Paste the whole error plus the ~20 log lines above it (server args, GPU, versions).",
+    "Rerun with CUDA_LAUNCH_BLOCKING=1 so the failing kernel is reported where it fails.",
+    "For memory faults: compute-sanitizer --tool memcheck <command> names the kernel and address.",
+    "For multi-GPU hangs or NCCL errors: NCCL_DEBUG=INFO and TORCH_NCCL_TRACE_BUFFER_SIZE=1000.",
+)
+
+
+def diagnose_text(
+    text: str, *, source: str = "<text>", rule_dirs: Sequence[Path] = ()
+) -> Diagnosis:
+    """Diagnose a log held in memory (a chat paste, a captured stderr)."""
+    return _diagnose(parse_text(text, source), rule_dirs)
+
+
+def diagnose_file(
+    path: str | os.PathLike[str] | BinaryIO, *, rule_dirs: Sequence[Path] = ()
+) -> Diagnosis:
+    """Diagnose a log file (plain or compressed), ``-`` for stdin, or a binary stream."""
+    return _diagnose(parse_source(path), rule_dirs)
+
+
+@lru_cache(maxsize=8)
+def _load(rule_dirs: tuple[Path, ...]) -> tuple[KnowledgeBase, RuleSet]:
+    """Load (once per set of extra rule dirs) the knowledge base and the rule base."""
+    from diagnose.kb import load_kb
+    from diagnose.rules import load_rules
+
+    kb = load_kb()
+    rules = load_rules(None, extra_dirs=rule_dirs)
+    return kb, rules
+
+
+def _diagnose(parsed: Parsed, rule_dirs: Sequence[Path]) -> Diagnosis:
+    """Match rules on a parsed log and turn the findings into a verdict."""
+    from diagnose.rules import Document, match_rules
+    from diagnose.verdict import decide
+
+    kb, rules = _load(tuple(Path(d) for d in rule_dirs))
+    doc = Document(parsed.lines, parsed.regions, parsed.context)
+    outcome = match_rules(rules, doc, kb)
+    ready = [fact.line for fact in parsed.context.ready]
+    verdict = decide(outcome.findings, ready, kb)
+    primary = verdict.primary
+    cause = kb.cause(primary.cause) if primary else None
+    truncated = any(r.truncated for r in parsed.regions)
+    return Diagnosis(
+        source=parsed.source,
+        total_lines=parsed.total_lines,
+        crashes=parsed.regions,
+        cause=primary.cause if primary else "unknown",
+        fatal=verdict.fatal if primary else (True if parsed.regions else None),
+        confidence=primary.confidence if primary else 0.0,
+        tier=primary.tier if primary else None,
+        title=(primary.title if primary else _unknown_title(parsed.regions)),
+        summary=(primary.summary or (cause.summary if cause else "")) if primary
+        else _unknown_summary(parsed.regions),
+        findings=verdict.findings,
+        primary=primary,
+        cascade=verdict.cascade,
+        fixes=_fixes(cause),
+        similar=_similar(kb, parsed.regions, primary),
+        version_notes=_version_notes(cause, parsed.context),
+        next_steps=_next_steps(cause, primary, truncated),
+        server_ready=verdict.server_ready,
+        context=parsed.context.to_dict(),
+        notes=tuple(outcome.notes),
+        kb_version=kb.version,
+        streamed=parsed.streamed,
+    )
+
+
+def _unknown_title(regions: Sequence[Region]) -> str:
+    """Title of an unknown verdict."""
+    return "Unknown cause" if regions else "No crash found"
+
+
+def _unknown_summary(regions: Sequence[Region]) -> str:
+    """The most informative error line of an unknown verdict, quoted, never a guess."""
+    if not regions:
+        return "No crash region was found in this log."
+    best = max(regions, key=lambda r: (len(r.frames) > 0, r.kind != "error-line", len(r.message)))
+    return f"Most informative error (line {best.message_line}): {best.message.strip()[:300]}"
+
+
+def _fixes(cause: Cause | None) -> tuple[FixAdvice, ...]:
+    """The knowledge base's ordered fixes for the cause."""
+    if cause is None:
+        return ()
+    return tuple(FixAdvice(f.title, f.detail, f.flags, f.env, f.config) for f in cause.fixes)
+
+
+def _signature(region: Region | None) -> str:
+    """A crash's normalised signature: its message plus its first frame functions."""
+    if region is None:
+        return ""
+    frames = " ".join(f.function or "" for f in region.frames[:4] if f.function)
+    return f"{region.message} {frames}".strip()
+
+
+def _similar(
+    kb: KnowledgeBase, regions: Sequence[Region], primary: Finding | None
+) -> tuple[SimilarCase, ...]:
+    """Known upstream cases resembling the crash (rapidfuzz on masked signatures)."""
+    region = None
+    if primary is not None and primary.region_index is not None:
+        region = regions[primary.region_index] if primary.region_index < len(regions) else None
+    elif regions:
+        region = regions[0]
+    text = _signature(region) or (primary.evidence[0].text if primary and primary.evidence else "")
+    if not text:
+        return ()
+    return tuple(
+        SimilarCase(ref.id, ref.url, ref.title, ref.cause, score)
+        for ref, score in kb.nearest_references(text, limit=3, cutoff=0.6)
+    )
+
+
+def _version_notes(cause: Cause | None, context: Any) -> tuple[str, ...]:
+    """Say when the log's versions predate (or include) a release known to fix the cause."""
+    if cause is None or not cause.fixed_in:
+        return ()
+    from diagnose.versions import is_before
+
+    notes = []
+    for fixed in cause.fixed_in:
+        seen = context.versions.get(fixed.package)
+        if seen is None:
+            continue
+        before = is_before(seen.value, fixed.version)
+        if before is True:
+            notes.append(f"{fixed.package} {seen.value} (line {seen.line}) predates "
+                         f"{fixed.version}, which fixes this ({fixed.reference}).")
+        elif before is False:
+            notes.append(f"{fixed.package} {seen.value} already includes the fix in "
+                         f"{fixed.version} ({fixed.reference}); look for another trigger.")
+    return tuple(notes)
+
+
+def _next_steps(cause: Cause | None, primary: Finding | None, truncated: bool) -> tuple[str, ...]:
+    """What evidence would decide an uncertain or unknown verdict."""
+    steps: list[str] = []
+    if truncated:
+        steps.append("The paste looks cut off: include the complete trace to the last line.")
+    if cause is None:
+        steps.extend(UNKNOWN_NEXT_STEPS)
+    elif primary is not None and primary.tier == "pattern":
+        steps.extend(cause.verify)
+        steps.extend(cause.evidence_to_collect[:2])
+    return tuple(dict.fromkeys(steps))

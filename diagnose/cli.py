@@ -1,0 +1,84 @@
+"""The ``diagnose`` command: a thin typer shell over the library.
+
+This is the only module that prints, exits or configures logging.  Everything it
+shows comes from :func:`diagnose.diagnose_file` and the renderers; errors from the
+library arrive as :class:`~diagnose.errors.DiagnoseError` through one funnel and
+become exit code 2 with a one-line message.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, NoReturn, Optional
+
+import typer
+
+from diagnose.exitcodes import ExitCode
+from diagnose.render import OutputFormat
+
+app = typer.Typer(
+    add_completion=False,
+    # Locals in a pretty traceback could dump a whole pasted (possibly private) log.
+    pretty_exceptions_show_locals=False,
+    help="Name the root cause of a GPU / LLM-serving crash log.",
+)
+
+
+@app.command()
+def run(
+    log: Annotated[str, typer.Argument(help="crash log file (plain or gzip), or - for stdin")] = "-",
+    fmt: Annotated[
+        OutputFormat, typer.Option("--format", "-f", help="output format")
+    ] = OutputFormat.text,
+    rules: Annotated[
+        Optional[list[Path]],  # noqa: UP045 - typer needs Optional on 3.10
+        typer.Option("--rules", help="extra rule directory (repeatable)"),
+    ] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="show every region and finding")] = False,
+    no_color: Annotated[bool, typer.Option("--no-color", help="plain text even on a terminal")] = False,
+) -> None:
+    """Diagnose LOG and print the verdict; exit 0 known cause, 1 unknown, 2 usage/input error."""
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, format="%(message)s")
+    from diagnose.api import diagnose_file
+    from diagnose.errors import DiagnoseError
+
+    try:
+        result = diagnose_file(log, rule_dirs=tuple(rules or ()))
+    except DiagnoseError as exc:
+        _fail(str(exc))
+    from diagnose.render import render
+
+    color = fmt is OutputFormat.text and _use_color(no_color)
+    text = render(result, fmt, color=color, verbose=verbose)
+    if color:
+        from rich.console import Console
+
+        Console(highlight=False, soft_wrap=True).print(text)
+    else:
+        sys.stdout.write(text + "\n")
+    raise typer.Exit(ExitCode.KNOWN_CAUSE if result.known else ExitCode.NO_KNOWN_CAUSE)
+
+
+def _use_color(no_color: bool) -> bool:
+    """Colour only on a terminal, and never when NO_COLOR is set (https://no-color.org)."""
+    if no_color or os.environ.get("NO_COLOR"):
+        return False
+    return sys.stdout.isatty() and os.environ.get("TERM") != "dumb"
+
+
+def _fail(message: str) -> NoReturn:
+    """The one error funnel: a one-line message on stderr and exit code 2."""
+    sys.stderr.write(f"diagnose: {message}\n")
+    raise typer.Exit(ExitCode.USAGE_OR_INPUT_ERROR)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app(prog_name="diagnose")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,79 @@
+"""Pieces every human-readable renderer shows the same way: headline, facts, evidence."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from diagnose.model import Evidence, FactValue, Finding, Region
+    from diagnose.report import Diagnosis
+
+#: What each confidence tier means, weakest first.
+TIER_WORDS = {
+    "pattern": "the log text matches a known pattern",
+    "hardware": "the numbers in the log agree with the hardware limits",
+    "verified": "reproduced on a GPU",
+}
+
+MAX_EVIDENCE_LINES = 8
+MAX_FRAMES = 6
+
+
+def headline(d: Diagnosis) -> str:
+    """One line: the cause, how sure, fatal or not."""
+    if not d.crashes and not d.findings:
+        return "No crash found in this log."
+    if not d.known:
+        return "Unknown cause: no rule in the knowledge base matches this crash."
+    state = "fatal" if d.fatal else "not fatal"
+    tier = f", {d.tier} tier" if d.tier else ""
+    return f"{d.title} [{d.cause}] ({state}; confidence {d.confidence:.2f}{tier})"
+
+
+def format_fact(value: FactValue) -> str:
+    """Render one fact value (tuples as ``128x256x64``, byte counts with KiB)."""
+    if isinstance(value, tuple):
+        return "x".join(str(v) for v in value)
+    return str(value)
+
+
+def facts_line(finding: Finding) -> str:
+    """``arch=sm_120 tile=128x256x128 ...`` for the finding's extracted facts."""
+    return "  ".join(f"{k}={format_fact(v)}" for k, v in finding.facts)
+
+
+def evidence(finding: Finding) -> list[Evidence]:
+    """The finding's evidence lines, de-duplicated by line number, in file order, capped."""
+    seen: dict[int, Evidence] = {}
+    for ev in finding.evidence:
+        seen.setdefault(ev.line, ev)
+    return [seen[n] for n in sorted(seen)][:MAX_EVIDENCE_LINES]
+
+
+def region_for(d: Diagnosis, finding: Finding | None) -> Region | None:
+    """The crash region a finding was made on, if any."""
+    if finding is None or finding.region_index is None:
+        return None
+    if 0 <= finding.region_index < len(d.crashes):
+        return d.crashes[finding.region_index]
+    return None
+
+
+def top_frames(region: Region) -> list[str]:
+    """The first few frames of a region as one-line strings."""
+    out = []
+    for frame in region.frames[:MAX_FRAMES]:
+        name = frame.function or frame.symbol or frame.module or "??"
+        where = f" ({frame.file}:{frame.line})" if frame.file and frame.line else ""
+        cut = " [cut]" if frame.truncated else ""
+        out.append(f"{name}{where}{cut}")
+    return out
+
+
+def ranks_note(region: Region) -> str:
+    """``printed by 8 ranks (0-7)`` style note, or an empty string."""
+    if region.count <= 1:
+        return ""
+    ranks = f": {', '.join(region.ranks[:8])}" if region.ranks else ""
+    more = "…" if len(region.ranks) > 8 else ""
+    return f"seen {region.count}x{ranks}{more}"

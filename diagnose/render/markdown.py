@@ -1,0 +1,67 @@
+"""Markdown renderer for chat (Slack, Discord, GitHub): short, evidence fenced, size-capped."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from diagnose.render.common import evidence, facts_line, headline, ranks_note, region_for, top_frames
+
+if TYPE_CHECKING:
+    from diagnose.report import Diagnosis
+
+#: Slack truncates long messages and Discord caps at 4,000 characters: stay under both.
+MAX_CHARS = 3500
+
+
+def render_markdown(d: Diagnosis, max_chars: int = MAX_CHARS) -> str:
+    """Return a chat-ready Markdown report of at most ``max_chars`` characters."""
+    parts: list[str] = [f"**{headline(d)}**"]
+    if d.summary:
+        parts.append(d.summary)
+    primary = d.primary
+    if primary is not None:
+        facts = facts_line(primary)
+        if facts:
+            parts.append(f"Facts: `{facts}`")
+        lines = [f"{ev.line}: {ev.text.strip()[:160]}" for ev in evidence(primary)]
+        if lines:
+            parts.append("Evidence:\n" + _fence("\n".join(lines)))
+    region = region_for(d, primary) or (d.crashes[0] if d.crashes and not d.known else None)
+    if region is not None:
+        frames = top_frames(region)
+        if frames:
+            parts.append("Top frames:\n" + _fence("\n".join(frames)))
+        note = ranks_note(region)
+        if note:
+            parts.append(f"_{note}_")
+    if d.fixes:
+        parts.append("**What to change**\n" + "\n".join(
+            f"{i}. {fix.title}" + "".join(f" `{x}`" for x in (*fix.flags, *fix.env, *fix.config)[:3])
+            for i, fix in enumerate(d.fixes[:4], 1)
+        ))
+    if d.version_notes:
+        parts.append("\n".join(f"- {n}" for n in d.version_notes))
+    if d.similar:
+        parts.append("Similar: " + ", ".join(f"{s.reference} ({s.score:.2f})" for s in d.similar))
+    if d.next_steps:
+        parts.append("**To decide**\n" + "\n".join(f"- {s}" for s in d.next_steps[:4]))
+    footer = f"_rule {primary.rule_id if primary else '-'} · kb {d.kb_version}_"
+    return _fit(parts, footer, max_chars)
+
+
+def _fence(text: str) -> str:
+    """Fence ``text`` so chat clients show it verbatim (backticks inside cannot close it)."""
+    return "```\n" + text.replace("```", "'''") + "\n```"
+
+
+def _fit(parts: list[str], footer: str, max_chars: int) -> str:
+    """Join parts, dropping the least important tail parts until the result fits."""
+    kept = list(parts)
+    while kept:
+        text = "\n\n".join([*kept, footer])
+        if len(text) <= max_chars:
+            return text
+        if len(kept) == 1:
+            return text[: max_chars - 1] + "…"
+        kept.pop()
+    return footer[:max_chars]

@@ -1,0 +1,95 @@
+"""From ranked findings to one whole-log verdict: the root, its cascade, and what survived.
+
+Three judgements live here, each driven by data rather than special cases:
+
+* **Survived, not fatal.**  A finding whose evidence all lies before the last
+  readiness line ("ready to roll", "Application startup complete") was lived
+  through: the server came up anyway.  This is the mission's mixed state, many
+  failed autotuner tactics beside "ready to roll", which is ``tactic-skipped``.
+* **Cascade.**  A cause listed in another present cause's ``cascades`` (kb data:
+  an illegal memory access makes NCCL's watchdog time out) is a consequence; the
+  root is the cause it follows from.
+* **Unknown.**  No finding means ``unknown``, never a guess.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from diagnose.kb import KnowledgeBase
+    from diagnose.model import Finding
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The chosen root finding, the cascade rule ids, and every finding re-ranked."""
+
+    primary: Finding | None
+    fatal: bool | None
+    cascade: tuple[str, ...]
+    findings: tuple[Finding, ...]
+    server_ready: bool
+
+
+def last_line(finding: Finding) -> int:
+    """The last original line number among a finding's evidence (0 when none)."""
+    return max((e.line for e in finding.evidence), default=0)
+
+
+def first_line(finding: Finding) -> int:
+    """The first original line number among a finding's evidence (0 when none)."""
+    return min((e.line for e in finding.evidence), default=0)
+
+
+def decide(
+    findings: Sequence[Finding], ready_lines: Sequence[int], kb: KnowledgeBase
+) -> Verdict:
+    """Pick the root finding; mark survived findings non-fatal; name the cascade."""
+    ready_at = max(ready_lines, default=0)
+    adjusted = [_survived(f) if ready_at and f.fatal and last_line(f) < ready_at else f
+                for f in findings]
+    fatal = [f for f in adjusted if f.fatal]
+    pool = fatal or adjusted
+    if not pool:
+        return Verdict(None, None, (), tuple(adjusted), bool(ready_at))
+    present = {f.cause for f in pool}
+    consequences = _consequences(present, kb)
+    roots = [f for f in pool if f.cause not in consequences] or pool
+    if fatal:
+        primary = min(roots, key=_rank_key)
+    else:
+        # Everything was lived through: a rule written for the survived state
+        # (severity below fatal, e.g. tactic-skipped) explains it better than a crash rule.
+        primary = min(roots, key=lambda f: (f.severity == "fatal", *_rank_key(f)))
+    cascade = tuple(dict.fromkeys(f.rule_id for f in pool if f.cause in consequences
+                                  and f.cause != primary.cause))
+    ranked = sorted(adjusted, key=lambda f: (f is not primary, f.cause in consequences,
+                                            _rank_key(f)))
+    return Verdict(primary, primary.fatal, cascade, tuple(ranked), bool(ready_at))
+
+
+def _rank_key(f: Finding) -> tuple[float, int, int]:
+    """Best first: higher confidence, stronger tier, then the earliest evidence (roots come first)."""
+    tier = {"verified": 0, "hardware": 1, "pattern": 2}.get(f.tier, 3)
+    return (-round(f.confidence, 3), tier, first_line(f))
+
+
+def _survived(f: Finding) -> Finding:
+    """The same finding, marked as lived through (the server became ready after it)."""
+    return replace(f, fatal=False, notes=(*f.notes, "the server reported ready after this"))
+
+
+def _consequences(present: set[str], kb: KnowledgeBase) -> set[str]:
+    """Causes present that the kb says are caused by another present cause."""
+    out: set[str] = set()
+    for cause_id in present:
+        try:
+            cascades = kb.cause(cause_id).cascades
+        except KeyError:
+            continue
+        out.update(c for c in cascades if c in present and c != cause_id)
+    return out
