@@ -1,0 +1,591 @@
+"""Undo what terminals, log shippers and chat clients do to a crash log, line by line.
+
+A log reaches us wrapped in layers, outermost first: chat quoting (``> ``), markdown
+fences and ``<details>`` HTML, entity escaping, log-shipper prefixes (docker, k8s,
+journald, mpirun), process prefixes (vLLM/Ray workers, sglang ranks), logger prefixes
+(vLLM, glog), and terminal damage (ANSI colour, ``\\r`` progress bars, backspaces).
+Sometimes the newlines themselves are gone (a whole traceback pasted on one line) or a
+long frame was hard-wrapped at the terminal width.  :func:`normalize` peels the layers
+off and returns :class:`~diagnose.model.LogLine` objects that keep the ORIGINAL 1-based
+line number and the rank/process the prefix named.
+
+Everything here is linear time: each regex is anchored or literal-led, and runs only
+after a cheap literal check says it can match.  Content that merely looks like a prefix
+(``[TensorRT-LLM][ERROR]``, ``RuntimeError:`` at the start of a line) is kept.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from diagnose.model import LogLine
+
+__all__ = ["MAX_JOINED_LINES", "WRAP_WIDTHS", "normalize", "normalize_lines", "split_lines"]
+
+#: Terminal/emulator widths at which a hard-wrapped frame is recognised as cut.
+WRAP_WIDTHS = frozenset({80, 100, 120, 132, 140, 150, 160, 180, 200, 240, 250, 256})
+
+#: Most physical lines one soft-wrapped frame may be re-joined from.
+MAX_JOINED_LINES = 8
+
+# Nested prefixes seen in real logs go up to 4 deep (quote > buildkite pipe > timestamp >
+# worker > logger); the bound only guarantees termination.
+_MAX_PREFIXES = 8
+
+# --- character-level damage ---------------------------------------------------------------
+
+# Anything outside printable ASCII and tab: only such lines need the character pass.
+_NEEDS_CHAR_PASS = re.compile(r"[^\t\x20-\x7e]")
+
+# ECMA-48 escapes: CSI (7- and 8-bit), OSC terminated by BEL or ST, charset designations,
+# other two-byte escapes, then any ESC left over.  Every branch is linear: the OSC body
+# cannot contain the terminators it looks for.
+_ANSI = re.compile(
+    r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"
+    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)"
+    r"|\x1b[()*+][0-9A-Za-z]"
+    r"|\x1b[@-Z\\-_]?"
+)
+
+# SGR/erase-line sequences whose ESC was lost when the log was copied from a web page
+# (`` [36m(RayWorkerVllm pid=5085) [0m``).  Not after a word or closing bracket, so
+# ``cache[0m`` style indexing survives; a bare ``[m``/``[K`` also not before a word or
+# ``]`` so ``[multiproc_executor.py:470]`` and ``x[m]`` survive.  Eats one space before.
+_BARE_SGR = re.compile(
+    r"(?: |(?<![\w\])\[]))\[(?:\d{1,3}(?:;\d{1,3}){0,15}[mK]|[mK](?![\w\]]))(?!\])"
+)
+# ``cat -v`` caret notation of the same escapes (``^[[0m``).
+_CARET_SGR = re.compile(r"\^\[\[[0-9;]{0,48}[A-Za-z]")
+
+_CHAR_TABLE: dict[int, str | None] = {
+    **{c: None for c in range(0x20) if c not in (0x08, 0x09, 0x0D)},  # keep BS, TAB, CR
+    0x7F: None,
+    **dict.fromkeys(range(0x80, 0xA0)),  # C1 controls (0x9b CSI is handled before)
+    0x00A0: " ",  # no-break space (chat clients turn indentation into these)
+    0x2007: " ",
+    0x202F: " ",
+    0x3000: " ",
+    0x2028: " ",
+    0x2029: " ",
+    0x200B: None,  # zero-width space / joiners / word joiner / BOM
+    0x200C: None,
+    0x200D: None,
+    0x2060: None,
+    0xFEFF: None,
+    0x00AD: None,  # soft hyphen
+    0x201C: '"',  # smart quotes from chat clients: File “x.py” -> File "x.py"
+    0x201D: '"',
+    0x201E: '"',
+    0x00AB: '"',
+    0x00BB: '"',
+    0x2018: "'",
+    0x2019: "'",
+    0x201A: "'",
+    0x2032: "'",
+}
+
+
+def _undo_backspaces(text: str) -> str:
+    """Apply ``\\b`` as a terminal does when overstriking: each one erases the char before."""
+    out: list[str] = []
+    for ch in text:
+        if ch == "\b":
+            if out:
+                out.pop()
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def _last_segment(text: str) -> str:
+    """Keep what a terminal shows after ``\\r`` overwrites: the last non-blank segment."""
+    for segment in reversed(text.split("\r")):
+        if segment.strip():
+            return segment
+    return ""
+
+
+# --- markdown / chat structure --------------------------------------------------------------
+
+_QUOTE = re.compile(r" {0,3}>(?: |(?=\S)|$)")
+_FENCE = re.compile(r" {0,4}(`{3,}|~{3,})(.*)")
+_LANG_TAG = re.compile(r"[\w+#.-]{0,32}(?: *\{[^{}]{0,80}\})?")
+_HTML_TAG = re.compile(r"</?(?:details|summary|pre|code|kbd|samp|br)\b[^<>]{0,200}>", re.I)
+_ENTITY = re.compile(r"&(#x?[0-9a-fA-F]{2,4}|[a-z]{2,4});")
+# Only entities that decode to punctuation: a decoder that could produce letters or
+# digits would let an escape invent text the user never saw.
+_ENTITIES = {
+    "lt": "<",
+    "gt": ">",
+    "amp": "&",
+    "quot": '"',
+    "apos": "'",
+    "nbsp": " ",
+    "#39": "'",
+    "#x27": "'",
+    "#34": '"',
+    "#x22": '"',
+    "#60": "<",
+    "#x3c": "<",
+    "#x3C": "<",
+    "#62": ">",
+    "#x3e": ">",
+    "#x3E": ">",
+    "#38": "&",
+    "#x26": "&",
+    "#160": " ",
+    "#xa0": " ",
+    "#xA0": " ",
+}
+
+
+def _decode_entity(match: re.Match[str]) -> str:
+    return _ENTITIES.get(match.group(1), match.group(0))
+
+
+@dataclass(slots=True)
+class _Fence:
+    """Markdown fence state carried from line to line."""
+
+    open: bool = False
+    marker: str = ""
+    quote_depth: int = 0
+
+
+def _strip_quotes(text: str, limit: int) -> tuple[str, int]:
+    """Remove up to ``limit`` leading ``>`` quote markers; return the rest and how many."""
+    depth = 0
+    while depth < limit and ">" in text[:4]:
+        match = _QUOTE.match(text)
+        if match is None:
+            break
+        text = text[match.end() :]
+        depth += 1
+    return text, depth
+
+
+def _strip_fence(text: str, fence: _Fence, depth: int) -> tuple[str, bool]:
+    """Handle a code-fence marker on this line; return the content left and whether it was one.
+
+    ```` ```lang ```` alone opens/closes a block and leaves nothing.  A fence glued to
+    content (```` ```Traceback ... ````, ```` RuntimeError: x``` ````) keeps the content:
+    people do paste that way and the marker must not hide the first or last line.
+    """
+    match = _FENCE.match(text) if text.lstrip(" ")[:3] in ("```", "~~~") else None
+    if match is not None:
+        marker, rest = match.group(1), match.group(2)
+        if _LANG_TAG.fullmatch(rest.strip()):
+            _toggle(fence, marker, depth)
+            return "", True
+        if marker[0] == "`" and rest.rstrip().endswith("```"):
+            return rest.rstrip()[:-3].rstrip("`"), True  # ```one line``` (no state change)
+        _toggle(fence, marker, depth)
+        return rest, True
+    stripped = text.rstrip()
+    if stripped.endswith("```"):
+        _toggle(fence, "```", depth)
+        return stripped[:-3], True
+    return text, False
+
+
+def _toggle(fence: _Fence, marker: str, depth: int) -> None:
+    if fence.open:
+        fence.open = False
+        fence.quote_depth = 0
+    else:
+        fence.open, fence.marker, fence.quote_depth = True, marker, depth
+
+
+def _strip_markup(text: str) -> str:
+    """Remove ``<details>``-style tags, decode punctuation entities, unwrap `` `line` ``."""
+    if "<" in text:
+        text = _HTML_TAG.sub("", text)
+    if "&" in text and ";" in text:
+        text = _ENTITY.sub(_decode_entity, text)
+    if "`" in text:
+        body = text.strip()
+        # Slack/Discord inline code around a whole line: `RuntimeError: x`.
+        if len(body) > 2 and body[0] == body[-1] == "`" and "`" not in body[1:-1]:
+            lead = text[: len(text) - len(text.lstrip())]
+            text = lead + body[1:-1]
+    return text
+
+
+# --- log prefixes ---------------------------------------------------------------------------
+
+# Each pattern is anchored at the line start and ends at the single space that separates
+# prefix from message, so the message keeps its own indentation (Python frames).
+_TS = r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?"
+_TAGS = r"(?:[A-Z]{2,4}\d{1,5})(?: [A-Z]{2,4}\d{1,5}){0,5}"
+_MON = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
+_LEVEL = r"(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL|TRACE)"
+
+_BRACKET_PREFIXES = (
+    # sglang: [2026-01-02 10:00:00 TP3] / [2025-05-14 03:58:33 DP0 TP0] ; buildkite [ts]
+    re.compile(rf"\[{_TS}(?: (?P<tags>{_TAGS}))?\] ?"),
+    # torchrun/torch.distributed: [rank3]: (also [rank3]:[E...] with no space)
+    re.compile(r"\[(?P<rank>rank\d{1,5})\]: ?"),
+    # mpirun --tag-output: [1,6]<stdout>:
+    re.compile(r"\[(?P<mpi>\d{1,5},\d{1,6})\]<(?:stdout|stderr)>: ?"),
+    # TensorRT logger timestamp: [10/01/2025-08:26:34] (the [TRT] [W] after it is content)
+    re.compile(r"\[\d\d/\d\d/\d{4}-\d\d:\d\d:\d\d\] ?"),
+    # kubectl logs --prefix: [pod/name-abc12/container]
+    re.compile(r"\[pod/(?P<pod>[\w.-]{1,253})/[\w.-]{1,63}\] ?"),
+    # a bare pid before another bracketed prefix: [80746] [rank0]:
+    re.compile(r"\[(?P<pid>\d{2,8})\] (?=\[)"),
+)
+# c10 logging: [E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] -> [E ProcessGroupNCCL.cpp:607]
+# (the older spelling), so one failure printed at different times by many ranks reads alike.
+_C10_STAMP = re.compile(r"\[([EWIF])\d{3,4} \d\d:\d\d:\d\d\.\d{1,9} (\d+ )?(?=[\w./-]+:\d+\])")
+
+# vLLM/Ray worker prefix: (VllmWorker rank=2 pid=123) (RayWorkerWrapper pid=1054, ip=10.1.2.3)
+# (EngineCore_DP0 pid=17833) (pid=123) — needs a pid= or ip= field to count.
+_WORKER = re.compile(
+    r"\((?P<name>[A-Za-z_][\w.:-]{0,63})?(?:,? ?(?P<kv>(?:rank|pid|ip|node|node_id|repr)"
+    r"=[\w.:/-]{1,64}))+\) ?"
+)
+_WORKER_KV = re.compile(r"\b(rank|pid)=([\w.-]+)")
+_NAME_TAGS = re.compile(r"(?:[_-](?:[A-Z]{2,4}\d{1,5}))+$")
+
+_DIGIT_PREFIXES = (
+    # loguru: 2026-01-02 10:00:00.123 | ERROR    | module:func:12 - message
+    re.compile(rf"{_TS} \| {_LEVEL} {{0,8}}\| [\w.<>:-]{{1,200}} - "),
+    # docker --timestamps / k8s (CRI adds 'stdout F'), python logging "ts - ", ts | message
+    re.compile(rf"{_TS}(?: (?:stdout|stderr) [FP])?(?: - | \| | ?)"),
+)
+_ALPHA_PREFIXES = (
+    # vLLM logger: ERROR 01-02 02:39:17 worker_base.py:467] / INFO 03-04 ... [core.py:12]
+    re.compile(
+        rf"{_LEVEL} \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{{1,6}})? "
+        r"(?:\[[\w./-]{1,200}:\d{1,6}\]|[\w./-]{1,200}:\d{1,6}\]) ?"
+    ),
+    # glog: E0102 10:00:00.123456 12345 file.cc:12]
+    re.compile(r"[IWEF]\d{4} \d\d:\d\d:\d\d\.\d{1,9} +\d{1,10} [\w./-]{1,200}:\d{1,6}\] ?"),
+    # journald: Mar 03 10:00:00 host python[123]:
+    re.compile(rf"{_MON} [ \d]\d \d\d:\d\d:\d\d [\w.-]{{1,253}} [\w./@-]{{1,200}}(?:\[\d+\])?: ?"),
+)
+# docker compose: "vllm-1  | " / "container  | " / "pod-name-abc12 | ".  One token, then
+# either 2+ spaces (compose pads names to align) or a name ending in -N/_N (replica index).
+_COMPOSE = re.compile(
+    r"(?P<svc>[A-Za-z0-9][\w.-]{0,62}?) {2,}\| "
+    r"|(?P<replica>[A-Za-z0-9][\w.-]{0,62}[-_](?=[0-9a-z]{0,9}\d)[0-9a-z]{1,10}) \| "
+)
+# Buildkite / CI log viewers: "  | " before each line (not a markdown table row: those end in |)
+_PIPE = re.compile(r" {0,4}\| ")
+
+
+@dataclass(slots=True)
+class _Ident:
+    """The best process identity seen in a line's prefixes (rank beats pid/container)."""
+
+    value: str | None = None
+    strength: int = 0
+
+    def offer(self, value: str | None, strength: int) -> None:
+        if value and strength > self.strength:
+            self.value, self.strength = value, strength
+
+
+def _worker_ident(match: re.Match[str], ident: _Ident) -> None:
+    """Pick the rank out of a vLLM/Ray worker prefix: rank=N, a TP/DP tag in the name, pid."""
+    fields = dict(_WORKER_KV.findall(match.group(0)))
+    if "rank" in fields:
+        ident.offer(f"rank={fields['rank']}", 3)
+        return
+    name = match.group("name") or ""
+    tags = _NAME_TAGS.search(name)
+    if tags:
+        ident.offer(tags.group(0)[1:], 3)
+    elif "pid" in fields:
+        ident.offer(f"pid={fields['pid']}", 1)
+
+
+def _strip_one_prefix(text: str, ident: _Ident) -> str | None:
+    """Strip one recognised prefix from the start of ``text``; None when there is none."""
+    first = text[0]
+    if first == "[":
+        for pattern in _BRACKET_PREFIXES:
+            match = pattern.match(text)
+            if match:
+                groups = match.groupdict()
+                if groups.get("tags"):
+                    ident.offer(groups["tags"], 3)
+                elif groups.get("rank"):
+                    ident.offer(groups["rank"], 3)
+                elif groups.get("mpi"):
+                    ident.offer(groups["mpi"], 3)
+                elif groups.get("pod"):
+                    ident.offer(groups["pod"], 2)
+                elif groups.get("pid"):
+                    ident.offer(f"pid={groups['pid']}", 1)
+                return text[match.end() :]
+        return None
+    if first == "(":
+        match = _WORKER.match(text)
+        if match and ("pid=" in match.group(0) or "ip=" in match.group(0)):
+            _worker_ident(match, ident)
+            return text[match.end() :]
+        return None
+    if first.isdigit():
+        for pattern in _DIGIT_PREFIXES:
+            match = pattern.match(text)
+            if match:
+                return text[match.end() :]
+    if first.isalpha():
+        for pattern in _ALPHA_PREFIXES:
+            match = pattern.match(text)
+            if match:
+                return text[match.end() :]
+    if first.isalnum() and "| " in text[:80]:
+        match = _COMPOSE.match(text)
+        if match:
+            ident.offer(match.group("svc") or match.group("replica"), 2)
+            return text[match.end() :]
+    if first == " " or first == "|":
+        match = _PIPE.match(text)
+        if match and not text.rstrip().endswith("|"):
+            return text[match.end() :]
+    return None
+
+
+def _strip_prefixes(text: str, ident: _Ident) -> tuple[str, bool]:
+    """Strip every nested prefix; return the message and whether anything was stripped."""
+    stripped = False
+    for _ in range(_MAX_PREFIXES):
+        if not text:
+            break
+        rest = _strip_one_prefix(text, ident)
+        if rest is None:
+            break
+        text, stripped = rest, True
+    if len(text) > 3 and text[0] == "[" and text[1] in "EWIF" and text[2].isdigit():
+        text = _C10_STAMP.sub(r"[\1 ", text, count=1)
+    return text, stripped
+
+
+# --- per-line cleaning ----------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Clean:
+    """One physical line after cleaning, before joining/splitting."""
+
+    number: int
+    text: str
+    rank: str | None
+    prefixed: bool  # a log/process prefix was stripped: it starts a new log record
+    width: int  # length as the terminal showed it (for hard-wrap detection)
+    joined: int = 1
+
+
+def _clean(number: int, raw: str, fence: _Fence) -> _Clean:
+    """Peel every layer off one physical line."""
+    text = raw
+    if _NEEDS_CHAR_PASS.search(text) is not None:
+        if "\x1b" in text or "\x9b" in text:
+            text = _ANSI.sub("", text)
+        text = text.translate(_CHAR_TABLE)
+        text = text.strip("\r")
+    if "[" in text:
+        if "^[" in text:
+            text = _CARET_SGR.sub("", text)
+        text = _BARE_SGR.sub("", text)
+    width = len(text)
+
+    if ">" in text[:4]:
+        limit = fence.quote_depth if fence.open else _MAX_PREFIXES
+        text, depth = _strip_quotes(text, limit)
+    else:
+        depth = 0
+    if "`" in text or "~~~" in text[:8]:
+        text, was_fence = _strip_fence(text, fence, depth)
+        if was_fence and not text.strip():
+            return _Clean(number, "", None, False, width)
+    text = _strip_markup(text)
+
+    ident = _Ident()
+    text, prefixed = _strip_prefixes(text, ident) if text else (text, False)
+    if "\r" in text:
+        text = _last_segment(text)
+        if text:
+            text, again = _strip_prefixes(text, ident)
+            prefixed = prefixed or again
+    if "\b" in text:
+        text = _undo_backspaces(text)
+    return _Clean(number, text.rstrip(" \t"), ident.value, prefixed, width)
+
+
+# --- soft-wrap re-joining -------------------------------------------------------------------
+
+_FRAME_START = re.compile(
+    r"\s*(?:#\d{1,4}\s+(?:0x[0-9a-fA-F]+\s|[\w:<~]|\?\?)|frame #\d{1,4}: "
+    r"|\d{1,3} {2,}0x[0-9a-fA-F]{4,}|File \"|0x[0-9a-fA-F]{6,}\s|[\w./+-]{1,400}\.so(?:\.\d+)*\()"
+)
+_NEW_RECORD = re.compile(
+    r"(?:Traceback \(|During handling|The above exception|terminate called|\[TensorRT-LLM\]"
+    r"|(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Warning|Exit|Interrupt)\b"
+    r"|\S+:\d+:\d*:? ?(?:error|warning|note):)"
+)
+
+
+def _unbalanced(text: str) -> bool:
+    """True when a frame line opens more ``<``/``(``/``[`` or quotes than it closes."""
+    if text.lstrip().startswith('File "') and text.count('"') % 2 == 1:
+        return True
+    body = text.replace("->", "").replace("operator<<", "").replace("operator>>", "")
+    body = body.replace("operator<", "").replace("operator>", "")
+    return (
+        body.count("<") > body.count(">")
+        or body.count("(") > body.count(")")
+        or body.count("[") > body.count("]")
+    )
+
+
+def _is_cut_frame(line: _Clean) -> bool:
+    """A frame line that the terminal or chat client visibly cut."""
+    text = line.text
+    if not text or _FRAME_START.match(text) is None:
+        return False
+    if _unbalanced(text):
+        return True
+    last = text[-1]
+    return line.width in WRAP_WIDTHS and (last.isalnum() or last in "_:<,/.")
+
+
+def _continues(head: _Clean, nxt: _Clean) -> bool:
+    """Whether ``nxt`` is the rest of the cut frame ``head`` (conservative)."""
+    text = nxt.text
+    if head.joined >= MAX_JOINED_LINES or not text or nxt.prefixed:
+        return False
+    if text[0] in " \t" or (nxt.rank is not None and nxt.rank != head.rank):
+        return False
+    if _FRAME_START.match(text) or _NEW_RECORD.match(text):
+        return False
+    return _is_cut_frame(head)
+
+
+def _join(head: _Clean, nxt: _Clean) -> _Clean:
+    """Glue ``nxt`` onto ``head``: no separator for a hard cut, a space after a comma."""
+    left = head.text
+    sep = " " if left.endswith(",") and head.width not in WRAP_WIDTHS else ""
+    head.text = left + sep + nxt.text
+    head.width = nxt.width
+    head.joined += 1
+    return head
+
+
+# --- one-line pastes ------------------------------------------------------------------------
+
+# Strong markers: a line holding them mid-line is a collapsed multi-line paste.
+_SPLIT_STRONG = re.compile(
+    r"Traceback \(most recent call last\):"
+    r"|(?<![\w\"])File \"[^\"\n]{1,4096}\", line \d+"
+    r"|(?<![\w#])frame #\d{1,4}: "
+    r"|(?<![\w#])#\d{1,4} +0x[0-9a-fA-F]{4,} in "
+    r"|(?<=\s)\d{1,3} +0x[0-9a-fA-F]{8,16} "
+    r"|terminate called "
+)
+# Weak markers: split there too, but only in a line the strong markers already qualify.
+_SPLIT_WEAK = re.compile(
+    r"\[TensorRT-LLM\]"
+    r"|(?<=\s)(?:[A-Za-z_]\w{0,80}\.){0,8}[A-Z]\w{0,80}(?:Error|Exception)(?=: |:$|$)"
+    r"|(?<=\s)what\(\): "
+    r"|(?<=\s)Exception raised from "
+)
+_SPLIT_LITERALS = ("Traceback (", 'File "', "frame #", " 0x", "terminate called")
+_PY_CODE_AFTER_FRAME = re.compile(r'(File "[^"]*", line \d+, in \S+) +(\S.*)')
+_MIN_PASTE_LEN = 60
+
+
+def _split_pasted(text: str) -> list[str]:
+    """Split a whole traceback that lost its newlines back into lines (same line number)."""
+    if len(text) < _MIN_PASTE_LEN or not any(lit in text for lit in _SPLIT_LITERALS):
+        return [text]
+    body = text.lstrip()
+    offset = len(text) - len(body)
+    strong = [m.start() for m in _SPLIT_STRONG.finditer(body)]
+    mid_strong = [p for p in strong if p > 0]
+    if not mid_strong:
+        return [text]
+    weak = [m.start() for m in _SPLIT_WEAK.finditer(body)]
+    starts_with_marker = (strong and strong[0] == 0) or (weak and weak[0] == 0)
+    if len(mid_strong) + len([p for p in weak if p > 0]) < 2 and not starts_with_marker:
+        return [text]
+    cuts = sorted({0, *mid_strong, *(p for p in weak if p > 0)})
+    pieces: list[str] = []
+    for start, end in zip(cuts, [*cuts[1:], len(body)], strict=True):
+        piece = body[start:end].strip()
+        if not piece:
+            continue
+        if piece.startswith('File "'):
+            code = _PY_CODE_AFTER_FRAME.fullmatch(piece)
+            if code:
+                pieces += ["  " + code.group(1), "    " + code.group(2)]
+                continue
+            piece = "  " + piece
+        pieces.append(piece)
+    if pieces and offset:
+        pieces[0] = text[:offset] + pieces[0]
+    return pieces
+
+
+# --- public API -----------------------------------------------------------------------------
+
+
+def split_lines(text: str) -> list[str]:
+    """Split text into physical lines the way an editor numbers them.
+
+    Lines end at ``\\n`` (CRLF's ``\\r`` stays for :func:`normalize` to drop); a text with
+    ``\\r`` but no ``\\n`` at all uses old Mac CR-only endings.  Unlike
+    :meth:`str.splitlines`, form feeds and Unicode separators do not end lines, so
+    numbers match what the user's editor shows.
+    """
+    if not text:
+        return []
+    sep = "\n" if "\n" in text or "\r" not in text else "\r"
+    lines = text.split(sep)
+    if lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def normalize_lines(lines: Iterable[tuple[int, str]]) -> Iterator[LogLine]:
+    """Stream-normalise ``(original line number, raw line)`` pairs into :class:`LogLine`.
+
+    Same per-line code as :func:`normalize`; holds at most one cut frame back while it
+    waits for the line that may continue it.  Never raises on any text.
+    """
+    fence = _Fence()
+    held: _Clean | None = None
+    for number, raw in lines:
+        line = _clean(number, raw, fence)
+        if held is not None:
+            if _continues(held, line):
+                held = _join(held, line)
+                continue
+            yield from _emit(held)
+            held = None
+        if _is_cut_frame(line):
+            held = line
+        else:
+            yield from _emit(line)
+    if held is not None:
+        yield from _emit(held)
+
+
+def _emit(line: _Clean) -> Iterator[LogLine]:
+    for piece in _split_pasted(line.text):
+        yield LogLine(line.number, piece, line.rank)
+
+
+def normalize(text: str, first_line: int = 1) -> list[LogLine]:
+    """Normalise a whole log: one :class:`LogLine` per physical line, minus joins plus splits.
+
+    ``first_line`` is the original number of the first line (when ``text`` is a window
+    cut from a bigger file).  Fence and ``<details>`` lines become empty lines; a frame
+    hard-wrapped over several lines becomes one line numbered after its first; a
+    one-line paste becomes several lines sharing its number.  Pure; never raises.
+    """
+    return list(normalize_lines(enumerate(split_lines(text), first_line)))

@@ -1,0 +1,368 @@
+"""Turn a path, ``-`` (stdin) or a binary file object into text that never fails to decode.
+
+Crash logs arrive in every state: gzip'd by a log rotator (often without a ``.gz``
+name), UTF-16 from a Windows ``>`` redirect, padded with NUL bytes where a crashed
+node's filesystem zero-filled the tail, or with one line of hundreds of megabytes
+(a tensor dumped without newlines).  Everything here tolerates that; only an input
+that cannot be opened at all raises :class:`~diagnose.errors.InputError`, with a
+one-line message.
+
+* :func:`open_source` opens the source and transparently decompresses it.
+* :func:`read_text` returns the whole (optionally size-limited) text.
+* :func:`iter_lines` streams lines in bounded memory, capping each line at
+  :data:`MAX_LINE_CHARS` characters.
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import io
+import os
+import sys
+import zlib
+from collections.abc import Iterator
+from typing import IO, BinaryIO, cast
+
+from diagnose.errors import InputError
+
+__all__ = [
+    "CHUNK_BYTES",
+    "MAX_LINE_CHARS",
+    "dropped_marker",
+    "iter_lines",
+    "open_source",
+    "read_text",
+]
+
+#: Longest line kept, in characters.  The longest real frame we know of (a demangled
+#: CUTLASS grouped-GEMM kernel with every template argument spelled out) is about 60 KB,
+#: so 1 MiB keeps every frame whole while a 100 MB tensor dump stays harmless.
+MAX_LINE_CHARS = 1 << 20
+
+#: Bytes read per call when streaming.
+CHUNK_BYTES = 1 << 16
+
+# How many bytes we look at to recognise compression and text encodings.
+_SNIFF_BYTES = 4096
+
+_GZIP_MAGIC = b"\x1f\x8b"
+_XZ_MAGIC = b"\xfd7zXZ\x00"
+_BZ2_MAGIC = b"BZh"
+_BZ2_BLOCK = b"1AY&SY"
+
+
+def dropped_marker(count: int) -> str:
+    """Return the text appended to a line cut at :data:`MAX_LINE_CHARS` (``count`` dropped)."""
+    return f" [crashkb: {count} more characters of this line dropped]"
+
+
+class _Prepended(io.RawIOBase):
+    """A raw stream that first replays ``head`` and then reads on from ``rest``.
+
+    Lets us sniff the magic bytes of a pipe or socket without needing ``seek``.
+    """
+
+    def __init__(self, head: bytes, rest: IO[bytes]) -> None:
+        super().__init__()
+        self._head = memoryview(head)
+        self._rest = rest
+
+    def readable(self) -> bool:
+        """Always readable."""
+        return True
+
+    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+        """Fill ``buffer`` from the replayed head first, then from the underlying stream."""
+        out = memoryview(buffer).cast("B")
+        if not self._head.nbytes:
+            data: bytes | str = self._rest.read(len(out))
+            if isinstance(data, str):  # a text stream that slipped past _binary()
+                data = data.encode("utf-8", "surrogatepass")
+            self._head = memoryview(data or b"")
+        n = min(len(out), self._head.nbytes)
+        out[:n] = self._head[:n]
+        self._head = self._head[n:]
+        return n
+
+
+def _describe(path: str, exc: OSError) -> str:
+    """One-line reason an input path cannot be opened (no traceback text)."""
+    if isinstance(exc, FileNotFoundError):
+        return f"{path}: no such file"
+    if isinstance(exc, IsADirectoryError):
+        return f"{path}: is a directory, not a log file"
+    if isinstance(exc, PermissionError):
+        return f"{path}: permission denied"
+    reason = exc.strerror or exc.__class__.__name__
+    return f"{path}: cannot read ({reason})"
+
+
+def _open_path(path: str) -> IO[bytes]:
+    """Open ``path`` for binary reading or raise :class:`InputError`."""
+    if os.path.isdir(path):
+        # open() on a directory succeeds on some platforms and fails on read; say it plainly.
+        raise InputError(f"{path}: is a directory, not a log file")
+    try:
+        return open(path, "rb")
+    except OSError as exc:
+        raise InputError(_describe(path, exc)) from None
+
+
+def _binary(stream: object) -> IO[bytes]:
+    """Return a byte stream for ``stream``, unwrapping text streams such as ``sys.stdin``."""
+    if isinstance(stream, io.TextIOBase):
+        buffer = getattr(stream, "buffer", None)
+        if buffer is None:
+            # A StringIO has no bytes underneath; re-encode what it holds.
+            return io.BytesIO(stream.read().encode("utf-8", "surrogatepass"))
+        return cast("IO[bytes]", buffer)
+    return cast("IO[bytes]", stream)
+
+
+def _decompressing(raw: IO[bytes], name: str) -> IO[bytes]:
+    """Wrap ``raw`` in a decompressor when its first bytes are a gzip/xz/bz2 magic number.
+
+    The magic is checked rather than the file name: log rotators and ``kubectl cp`` keep
+    names like ``server.log.1`` for compressed files, and a ``.gz`` name may hold text.
+    """
+    head = _read_some(raw, _SNIFF_BYTES, name)
+    stream: IO[bytes] = io.BufferedReader(_Prepended(head, raw), buffer_size=CHUNK_BYTES)
+    if head.startswith(_GZIP_MAGIC):
+        import gzip
+
+        return cast("IO[bytes]", gzip.GzipFile(fileobj=stream, mode="rb"))
+    if head.startswith(_XZ_MAGIC):
+        import lzma
+
+        return cast("IO[bytes]", lzma.LZMAFile(stream, mode="rb"))
+    if head.startswith(_BZ2_MAGIC) and head[4:10] == _BZ2_BLOCK:
+        import bz2
+
+        return cast("IO[bytes]", bz2.BZ2File(stream, mode="rb"))
+    return stream
+
+
+def _read_some(stream: IO[bytes], size: int, name: str) -> bytes:
+    """Read up to ``size`` bytes, mapping OS errors to :class:`InputError`."""
+    try:
+        data: object = stream.read(size)
+    except OSError as exc:
+        raise InputError(_describe(name, exc)) from None
+    except ValueError:  # "I/O operation on closed file"
+        raise InputError(f"{name}: the stream is closed") from None
+    if isinstance(data, str):  # a text-mode file object passed in despite the annotation
+        return data.encode("utf-8", "surrogatepass")
+    return bytes(cast("bytes", data or b""))
+
+
+@contextlib.contextmanager
+def open_source(source: str | os.PathLike[str] | BinaryIO) -> Iterator[BinaryIO]:
+    """Open a log source as a binary stream, decompressing gzip/xz/bz2 by magic bytes.
+
+    ``source`` is a path, ``"-"`` for standard input, or an open file object (binary
+    preferred; a text stream's underlying buffer is used).  File objects passed in are
+    not closed.  Raises :class:`InputError` when the path is missing, is a directory or
+    cannot be read.
+    """
+    owned: IO[bytes] | None = None
+    if isinstance(source, (str, os.PathLike)):
+        path = os.fspath(source)
+        if path == "-":
+            raw, name = _binary(sys.stdin), "<stdin>"
+        else:
+            owned = _open_path(path)
+            raw, name = owned, path
+    else:
+        raw, name = _binary(source), getattr(source, "name", "<stream>")
+        if not isinstance(name, str):
+            name = "<stream>"
+    try:
+        yield cast("BinaryIO", _decompressing(raw, name))
+    finally:
+        if owned is not None:
+            owned.close()
+
+
+def _chunks(stream: IO[bytes], limit: int | None, name: str) -> Iterator[bytes]:
+    """Yield raw chunks until EOF or ``limit`` bytes; a truncated archive ends the stream.
+
+    A crash often kills the process writing ``log.gz``, leaving no end-of-stream marker;
+    what was decompressed up to the cut is still the most valuable part of the log.
+    """
+    left = limit
+    while left is None or left > 0:
+        want = CHUNK_BYTES if left is None else min(CHUNK_BYTES, left)
+        try:
+            data = stream.read(want)
+        except _corrupt_archive_errors():
+            return
+        except OSError as exc:
+            if type(stream).__module__ in {"gzip", "lzma", "bz2"}:
+                # bz2 reports a corrupt stream as a bare OSError("Invalid data stream").
+                return
+            raise InputError(_describe(name, exc)) from None
+        if not data:
+            return
+        if left is not None:
+            left -= len(data)
+        yield data
+
+
+def _corrupt_archive_errors() -> tuple[type[BaseException], ...]:
+    """The errors a decompressor raises on a cut or corrupt archive (only those imported)."""
+    errors: list[type[BaseException]] = [EOFError, zlib.error]
+    gzip = sys.modules.get("gzip")
+    if gzip is not None:
+        errors.append(gzip.BadGzipFile)
+    lzma = sys.modules.get("lzma")
+    if lzma is not None:
+        errors.append(lzma.LZMAError)
+    return tuple(errors)
+
+
+def _sniff_encoding(head: bytes) -> str:
+    """Pick the codec from a BOM, or UTF-16 by its NUL pattern; default UTF-8.
+
+    PowerShell's ``>`` writes UTF-16LE with a BOM; a BOM-less UTF-16 file shows up as
+    ASCII interleaved with NULs, which we recognise rather than turn into junk.
+    """
+    if head.startswith(codecs.BOM_UTF8):
+        return "utf-8-sig"
+    if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return "utf-16"
+    sample = head[:_SNIFF_BYTES]
+    if len(sample) >= 8:
+        even, odd = sample[0::2], sample[1::2]
+        n = len(odd)
+        if odd.count(0) > 0.8 * n and even.count(0) < 0.1 * n:
+            return "utf-16-le"
+        if even.count(0) > 0.8 * n and odd.count(0) < 0.1 * n:
+            return "utf-16-be"
+    return "utf-8"
+
+
+def _decoder(encoding: str) -> codecs.IncrementalDecoder:
+    """An incremental decoder that replaces undecodable bytes instead of failing."""
+    return codecs.getincrementaldecoder(encoding)(errors="replace")
+
+
+def read_text(source: str | os.PathLike[str] | BinaryIO, limit: int | None = None) -> str:
+    """Read a whole log as text: decompressed, decoded, NULs removed, lines capped.
+
+    ``limit`` caps the number of (decompressed) bytes read; the rest is ignored, and a
+    multi-byte character cut by the limit is dropped rather than shown as junk.  Lines
+    longer than :data:`MAX_LINE_CHARS` are cut the same way :func:`iter_lines` cuts them,
+    so both readers give downstream code the same text.  Raises :class:`InputError`
+    only when the source cannot be opened.
+    """
+    with open_source(source) as stream:
+        name = getattr(stream, "name", "<stream>")
+        buf = bytearray()
+        for chunk in _chunks(stream, limit, str(name)):
+            buf += chunk
+    decoder = _decoder(_sniff_encoding(bytes(buf[:_SNIFF_BYTES])))
+    # final=False when a limit cut the input: a partial character at the cut is dropped.
+    text = decoder.decode(buf, final=limit is None)
+    del buf
+    if "\x00" in text:
+        # NUL runs are filesystem zero-fill after a crash or binary junk; they carry nothing.
+        text = text.replace("\x00", "")
+    if len(text) > MAX_LINE_CHARS:
+        text = _cap_long_lines(text)
+    return text
+
+
+def _cap_long_lines(text: str) -> str:
+    """Cut every line longer than :data:`MAX_LINE_CHARS` (cheap when none is)."""
+    parts: list[str] = []
+    start = 0
+    changed = False
+    while start < len(text):
+        end = text.find("\n", start)
+        stop = len(text) if end < 0 else end
+        if stop - start > MAX_LINE_CHARS:
+            parts.append(text[start : start + MAX_LINE_CHARS])
+            parts.append(dropped_marker(stop - start - MAX_LINE_CHARS))
+            changed = True
+        else:
+            parts.append(text[start:stop])
+        if end < 0:
+            break
+        parts.append("\n")
+        start = end + 1
+    return "".join(parts) if changed else text
+
+
+def iter_lines(source: str | os.PathLike[str] | BinaryIO) -> Iterator[str]:
+    """Stream the lines of a log (without their terminators) in bounded memory.
+
+    Decoding and NUL removal are as in :func:`read_text`.  Lines end at ``\\n`` (a
+    trailing ``\\r`` of CRLF is removed); when the first chunk holds ``\\r`` but no
+    ``\\n`` at all, the file uses old Mac CR-only endings and ``\\r`` ends lines
+    instead.  A line longer than :data:`MAX_LINE_CHARS` keeps its first
+    ``MAX_LINE_CHARS`` characters followed by :func:`dropped_marker`; memory stays
+    around ``MAX_LINE_CHARS + CHUNK_BYTES`` whatever the line length.
+    """
+    with open_source(source) as stream:
+        name = str(getattr(stream, "name", "<stream>"))
+        chunks = _chunks(stream, None, name)
+        first = next(chunks, b"")
+        if not first:
+            return
+        decoder = _decoder(_sniff_encoding(first))
+        text = decoder.decode(first)
+        sep = "\r" if "\n" not in text and "\r" in text else "\n"
+        splitter = _LineSplitter(sep)
+        yield from splitter.feed(text)
+        for chunk in chunks:
+            yield from splitter.feed(decoder.decode(chunk))
+        yield from splitter.feed(decoder.decode(b"", final=True))
+        yield from splitter.finish()
+
+
+class _LineSplitter:
+    """Cuts decoded text into lines, keeping at most :data:`MAX_LINE_CHARS` of each."""
+
+    def __init__(self, sep: str) -> None:
+        self._sep = sep
+        self._parts: list[str] = []
+        self._kept = 0
+        self._dropped = 0
+
+    def feed(self, text: str) -> Iterator[str]:
+        """Add decoded text; yield every line it completes."""
+        if "\x00" in text:
+            text = text.replace("\x00", "")
+        start = 0
+        while True:
+            end = text.find(self._sep, start)
+            if end < 0:
+                self._add(text[start:] if start else text)
+                return
+            self._add(text[start:end])
+            yield self._take()
+            start = end + 1
+
+    def finish(self) -> Iterator[str]:
+        """Yield the last line when the input did not end with a terminator."""
+        if self._parts or self._dropped:
+            yield self._take()
+
+    def _add(self, piece: str) -> None:
+        room = MAX_LINE_CHARS - self._kept
+        if len(piece) > room:
+            self._dropped += len(piece) - room
+            piece = piece[:room]
+        if piece:
+            self._parts.append(piece)
+            self._kept += len(piece)
+
+    def _take(self) -> str:
+        line = "".join(self._parts)
+        if self._sep == "\n" and line.endswith("\r"):
+            line = line[:-1]
+        if self._dropped:
+            line += dropped_marker(self._dropped)
+        self._parts, self._kept, self._dropped = [], 0, 0
+        return line
