@@ -382,7 +382,10 @@ def _droppable(s: str, groups: list[_Group]) -> list[_Group]:
     todo = list(reversed(groups))
     while todo:
         g = todo.pop()
-        if g.kind == "<" or (g.kind == "[" and s.startswith("abi:", g.opener + 1)):
+        # An unclosed `[` in a name is an ABI tag the logger cut: `table[ab...`.
+        if g.kind == "<" or (
+            g.kind == "[" and (not g.closed or s.startswith("abi:", g.opener + 1))
+        ):
             out.append(g)
         else:
             todo.extend(reversed(g.children))
