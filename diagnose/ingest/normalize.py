@@ -494,14 +494,15 @@ _SPLIT_WEAK = re.compile(
     r"|(?<=\s)what\(\): "
     r"|(?<=\s)Exception raised from "
 )
-_SPLIT_LITERALS = ("Traceback (", 'File "', "frame #", " 0x", "terminate called")
+# Literal prefilter: a line without any of these cannot hold a strong marker.
+_SPLIT_LITERALS = re.compile(r'Traceback \(|File "|frame #| 0x|terminate called')
 _PY_CODE_AFTER_FRAME = re.compile(r'(File "[^"]*", line \d+, in \S+) +(\S.*)')
 _MIN_PASTE_LEN = 60
 
 
 def _split_pasted(text: str) -> list[str]:
     """Split a whole traceback that lost its newlines back into lines (same line number)."""
-    if len(text) < _MIN_PASTE_LEN or not any(lit in text for lit in _SPLIT_LITERALS):
+    if len(text) < _MIN_PASTE_LEN or _SPLIT_LITERALS.search(text) is None:
         return [text]
     body = text.lstrip()
     offset = len(text) - len(body)
@@ -576,6 +577,9 @@ def normalize_lines(lines: Iterable[tuple[int, str]]) -> Iterator[LogLine]:
 
 
 def _emit(line: _Clean) -> Iterator[LogLine]:
+    if len(line.text) < _MIN_PASTE_LEN:
+        yield LogLine(line.number, line.text, line.rank)
+        return
     for piece in _split_pasted(line.text):
         yield LogLine(line.number, piece, line.rank)
 

@@ -261,9 +261,13 @@ def read_text(source: str | os.PathLike[str] | BinaryIO, limit: int | None = Non
         buf = bytearray()
         for chunk in _chunks(stream, limit, str(name)):
             buf += chunk
-    decoder = _decoder(_sniff_encoding(bytes(buf[:_SNIFF_BYTES])))
-    # final=False when a limit cut the input: a partial character at the cut is dropped.
-    text = decoder.decode(buf, final=limit is None)
+    encoding = _sniff_encoding(bytes(buf[:_SNIFF_BYTES]))
+    if limit is None:
+        # Decode in one go: an incremental decoder would first copy the whole buffer.
+        text = buf.decode(encoding, "replace")
+    else:
+        # final=False: a partial character cut by the limit is dropped, not shown as junk.
+        text = _decoder(encoding).decode(buf, final=False)
     del buf
     if "\x00" in text:
         # NUL runs are filesystem zero-fill after a crash or binary junk; they carry nothing.
