@@ -1,0 +1,51 @@
+"""What the rule engine matches against: normalised lines, crash regions and log-wide context.
+
+:meth:`Document.from_text` runs the parse stage (normalize -> find_regions ->
+extract_context), which is what rule examples and the CLI use.  Tests and
+callers that already hold parsed pieces build a :class:`Document` directly.
+``context`` is read by duck typing (``server_args``, ``gpus``, ``archs``,
+``versions``, ``ready``; each value may be a plain value or a ``Fact`` with
+``value`` and ``line``) so the engine does not depend on one context class.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from diagnose.model import LogLine, Region
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """A parsed log: every line, the crash regions found in it and its log-wide context."""
+
+    lines: tuple[LogLine, ...]
+    regions: tuple[Region, ...] = ()
+    context: Any = None
+
+    @classmethod
+    def from_text(cls, text: str) -> Document:
+        """Parse ``text`` with the full pipeline (normalize, regions, context)."""
+        from diagnose.context import extract_context
+        from diagnose.ingest.normalize import normalize
+        from diagnose.regions import find_regions
+
+        lines = tuple(normalize(text))
+        return cls(lines, tuple(find_regions(lines)), extract_context(lines))
+
+    @classmethod
+    def from_lines(
+        cls, texts: list[str], regions: tuple[Region, ...] = (), context: Any = None
+    ) -> Document:
+        """Build a document from raw line texts numbered from 1 (tests, synthetic input)."""
+        lines = tuple(LogLine(i, t) for i, t in enumerate(texts, start=1))
+        return cls(lines, regions, context)
+
+    def texts(self) -> Iterator[str]:
+        """Yield every text a signal may read: the lines, then region messages."""
+        for line in self.lines:
+            yield line.text
+        for region in self.regions:
+            yield region.message

@@ -1,0 +1,227 @@
+"""Match a :class:`RuleSet` against a :class:`Document` and return ranked findings.
+
+One pass of the shared literal prefilter picks the candidate rules; each
+candidate is then evaluated once per crash region (``scope = "region"``) or once
+over the whole log (``scope = "log"``).  A log without any detected region is
+treated as one region, so a one-line paste of an error still gets diagnosed.
+
+Inside a scope the order is fixed: ``all`` (stop at the first miss), ``any`` and
+``optional`` (every signal, to collect facts), the numeric checks of ``all``
+and ``any`` (they read those facts), ``none``, and finally ``confirm``.
+A rule that raises becomes a note on the run, never a crash (Mozilla siggen
+turns a failing signature rule into a note the same way).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from diagnose.model import Evidence, FactValue, Finding
+from diagnose.rules import signals as sig
+from diagnose.rules.document import Document
+from diagnose.rules.parse import PLACEHOLDER_RE
+from diagnose.rules.ruleset import RuleSet
+from diagnose.rules.schema import FuzzySignal, NumericSignal, Rule, Signal
+from diagnose.rules.units import format_size
+
+TIER_ORDER = {"verified": 0, "hardware": 1, "pattern": 2}
+#: A held ``confirm`` check moves confidence this share of the way to 1; a failed one scales it.
+CONFIRM_GAIN = 0.5
+CONTRADICT_FACTOR = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class RuleRun:
+    """Ranked findings of one run, notes about rules that failed, and how many rules ran."""
+
+    findings: tuple[Finding, ...]
+    notes: tuple[str, ...] = ()
+    evaluated: int = 0
+
+
+@dataclass(slots=True)
+class _Match:
+    """Accumulates what the signals of one rule produced in one scope."""
+
+    facts: dict[str, FactValue] = field(default_factory=dict)
+    evidence: list[Evidence] = field(default_factory=list)
+    scores: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    hardware: bool = False
+    fuzzy_factor: float = 1.0
+
+    def absorb(self, signal: Signal, out: sig.Outcome) -> None:
+        """Keep a fired signal's facts (first writer wins), evidence, score and detail."""
+        for name, value in out.facts:
+            self.facts.setdefault(name, value)
+        self.evidence.extend(out.evidence)
+        if out.score is not None:
+            self.scores[signal.field] = out.score
+        if out.detail:
+            self.notes.append(out.detail)
+
+
+def _numeric_last(signals: Sequence[Signal]) -> tuple[list[Signal], list[Signal]]:
+    """Split signals into (non-numeric, numeric): numeric checks read the others' facts."""
+    plain: list[Signal] = [s for s in signals if not isinstance(s, NumericSignal)]
+    numeric: list[Signal] = [s for s in signals if isinstance(s, NumericSignal)]
+    return plain, numeric
+
+
+def _gate(rule: Rule, scope: sig.Scope) -> _Match | None:
+    """Evaluate the gating signals; return the accumulated match, or ``None`` when it fails."""
+    acc = _Match()
+    all_plain, all_numeric = _numeric_last(rule.all)
+    for signal in all_plain:
+        out = sig.evaluate(signal, scope, acc.facts)
+        if out.fired is not True:
+            return None
+        acc.absorb(signal, out)
+        if isinstance(signal, FuzzySignal) and out.score is not None:
+            acc.fuzzy_factor *= out.score / 100.0
+    any_plain, any_numeric = _numeric_last(rule.any)
+    any_fired = False
+    for signal in [*any_plain, *rule.optional]:
+        out = sig.evaluate(signal, scope, acc.facts)
+        if out.fired is True:
+            any_fired |= signal in any_plain
+            acc.absorb(signal, out)
+    for signal in all_numeric:
+        out = sig.evaluate(signal, scope, acc.facts)
+        if out.fired is not True:
+            return None
+        acc.absorb(signal, out)
+        acc.hardware |= out.hardware
+    for signal in any_numeric:
+        out = sig.evaluate(signal, scope, acc.facts)
+        if out.fired is True:
+            any_fired = True
+            acc.absorb(signal, out)
+            acc.hardware |= out.hardware
+    if rule.any and not any_fired:
+        return None
+    for signal in rule.none:
+        if sig.evaluate(signal, scope, acc.facts).fired is True:
+            return None
+    return acc
+
+
+def _finding(rule: Rule, scope: sig.Scope, region_index: int | None) -> Finding | None:
+    """Evaluate ``rule`` in ``scope`` and build its finding, or ``None`` when it does not match."""
+    acc = _gate(rule, scope)
+    if acc is None:
+        return None
+    confidence = rule.confidence * acc.fuzzy_factor
+    held = contradicted = False
+    for signal in rule.confirm:
+        out = sig.evaluate(signal, scope, acc.facts)
+        if out.fired is True:
+            held = True
+            acc.absorb(signal, out)
+            acc.hardware |= out.hardware
+        elif out.fired is False:
+            contradicted = True
+            acc.notes.append(f"check failed: {out.detail or signal.field}")
+    if contradicted:
+        confidence *= CONTRADICT_FACTOR
+    elif held:
+        confidence += (1.0 - confidence) * CONFIRM_GAIN
+    evidence = sorted({(e.line, e.signal): e for e in acc.evidence}.values(), key=_evidence_key)
+    return Finding(
+        rule_id=rule.id,
+        cause=rule.cause,
+        title=rule.title,
+        severity=rule.severity,
+        fatal=rule.fatal,
+        confidence=round(min(confidence, 1.0), 4),
+        tier="hardware" if acc.hardware and not contradicted else "pattern",
+        region_index=region_index,
+        evidence=tuple(evidence),
+        facts=tuple(acc.facts.items()),
+        scores=tuple(acc.scores.items()),
+        notes=tuple(acc.notes),
+        summary=render_summary(rule, acc.facts),
+    )
+
+
+def _evidence_key(e: Evidence) -> tuple[int, str]:
+    """Order evidence by line, then by signal."""
+    return e.line, e.signal
+
+
+def render_summary(rule: Rule, facts: dict[str, FactValue]) -> str:
+    """Fill ``{fact}`` / ``{fact:size}`` placeholders; use the fallback when a fact is missing."""
+    names = {m.group(1) for m in PLACEHOLDER_RE.finditer(rule.summary)}
+    if not names <= facts.keys():
+        return rule.fallback or rule.title
+
+    def fill(m: Any) -> str:
+        value = facts[m.group(1)]
+        if m.group(2) == "size" and isinstance(value, (int, float)):
+            return format_size(value)
+        if isinstance(value, tuple):
+            return "x".join(map(str, value))
+        return str(value)
+
+    return PLACEHOLDER_RE.sub(fill, rule.summary)
+
+
+class _Scopes:
+    """The scopes of one document, built once and shared by every rule (line folding is cached)."""
+
+    def __init__(self, doc: Document, kb: Any) -> None:
+        frames = [f for r in doc.regions for f in r.frames]
+        kinds = tuple(r.kind for r in doc.regions)
+        self.log: list[tuple[sig.Scope, int | None]] = [
+            (sig.Scope(doc.lines, frames, kinds, doc.context, kb), None)
+        ]
+        self.regions: list[tuple[sig.Scope, int | None]] = [
+            (sig.Scope(r.body, r.frames, (r.kind,), doc.context, kb), i)
+            for i, r in enumerate(doc.regions)
+        ]
+
+    def of(self, rule: Rule) -> list[tuple[sig.Scope, int | None]]:
+        """Each region for a region rule (the whole log if none); the log for a log rule."""
+        return self.regions if rule.scope == "region" and self.regions else self.log
+
+
+def rank(findings: Sequence[Finding]) -> list[Finding]:
+    """Order findings: confidence, then tier, fatal first, earlier region, rule id."""
+    return sorted(
+        findings,
+        key=lambda f: (
+            -f.confidence,
+            TIER_ORDER.get(f.tier, 9),
+            not f.fatal,
+            f.region_index if f.region_index is not None else -1,
+            f.rule_id,
+        ),
+    )
+
+
+def run_rules(rules: RuleSet, doc: Document, kb: Any = None, *, prefilter: bool = True) -> RuleRun:
+    """Evaluate ``rules`` on ``doc``; ``kb`` supplies hardware facts for numeric checks.
+
+    ``prefilter=False`` evaluates every rule (for tests proving the prefilter
+    never hides a match).  Never raises because of a rule: a rule that fails
+    at run time is skipped and named in ``notes``.
+    """
+    candidates = rules.candidates(doc.texts()) if prefilter else list(rules)
+    scopes = _Scopes(doc, kb)
+    findings: list[Finding] = []
+    notes: list[str] = []
+    for rule in candidates:
+        try:
+            found = [_finding(rule, scope, index) for scope, index in scopes.of(rule)]
+        except Exception as exc:  # one broken rule (or kb entry) must not stop the others
+            notes.append(f"rule {rule.id} failed: {type(exc).__name__}: {exc}")
+            continue
+        findings.extend(f for f in found if f is not None)
+    return RuleRun(tuple(rank(findings)), tuple(notes), len(candidates))
+
+
+def match_rules(rules: RuleSet, doc: Document, kb: Any = None) -> list[Finding]:
+    """Return the ranked findings of ``rules`` on ``doc`` (see :func:`run_rules` for notes)."""
+    return list(run_rules(rules, doc, kb).findings)
