@@ -58,6 +58,18 @@ def test_trtllm_module_offset_slot() -> None:
     assert f.symbol is None and f.function is None
 
 
+def test_trtllm_backtrace_symbols_slot() -> None:
+    f = must(
+        "6       0x7a1b2c000341 /opt/acme/libacme.so(_ZN4acme3run4stepEv+0x1a) [0x7a1b2c000341]"
+    )
+    assert (f.dialect, f.module, f.offset, f.function) == (
+        "trtllm",
+        "/opt/acme/libacme.so",
+        "+0x1a",
+        "acme::run::step",
+    )
+
+
 def test_trtllm_truncated_template_symbol() -> None:
     f = must(
         "3       0x7a1b2c3d0948 void acme::kernels::gemm_oss::dispatchGroupedGemmTma"
@@ -271,6 +283,67 @@ def test_windows_symbolizer_offset_in_name() -> None:
     f = must(r"#26 0xf756097 in AcmeVerifier+0xd7ff7 (C:\acme\bin\acme_child.dll+0x10d7ff7)")
     assert f.function == "AcmeVerifier" and f.offset == "+0x10d7ff7"
     assert f.module == r"C:\acme\bin\acme_child.dll"
+
+
+def test_sanitizer_unknown_module_and_location() -> None:
+    f = must("    #0 0x631000001000  (<unknown module>)")
+    assert (f.dialect, f.function, f.module, f.symbol) == ("sanitizer", None, None, None)
+    g = must("    #0 0x7f3b595f8acb in acme_alloc ??:?")
+    assert (g.function, g.file, g.line) == ("acme_alloc", None, None)
+    h = must("    #2 0x7fff8e1abc10  (/usr/lib/libacme.dylib:x86_64+0xc10)")
+    assert (h.module, h.offset) == ("/usr/lib/libacme.dylib", "+0xc10")
+
+
+def test_fuchsia_inline_index_and_angle_module() -> None:
+    f = must("   #1.1  0x0000658e5ed9863c in Unwind ../lib/unwind.h:115 <libacme_rt.so>+0x4363c")
+    assert (f.index, f.function, f.module, f.offset) == (1, "Unwind", "libacme_rt.so", "+0x4363c")
+    assert (f.file, f.line) == ("../lib/unwind.h", 115)
+    g = must("   #2    0x0000227def927355 in acme::Print() <<application>>+0x21d355")
+    assert (g.function, g.module) == ("acme::Print", "application")
+
+
+def test_android_unsymbolized_module_offset() -> None:
+    f = must("#00 0xa3832e11 /data/app/com.acme-1/lib/arm/libacme.so+0x002dce11")
+    assert (f.function, f.module, f.offset) == (
+        None,
+        "/data/app/com.acme-1/lib/arm/libacme.so",
+        "+0x002dce11",
+    )
+
+
+def test_gdb_wrapped_argument_list() -> None:
+    # gdb wrapped "(QObject*, QEvent*) () from lib" onto the next line.
+    f = must("#18 0x00007f8c37e871bd in Acme::notify_helper(AcmeObject*, AcmeEvent*)")
+    assert (f.dialect, f.function) == ("gdb", "Acme::notify_helper")
+    g = must("#27 0x00007f8c3a8de4ef in")
+    assert (g.dialect, g.function, g.address) == ("gdb", None, "0x00007f8c3a8de4ef")
+    h = must("#5  0x00007f0000001234 in Acme::run (this=0x1,")
+    assert (h.dialect, h.function, h.params) == ("gdb", "Acme::run", None)
+
+
+def test_kernel_oops_frames() -> None:
+    f = must(" nvacme_ioctl+0x5d/0x90 [nvacme]")
+    assert (f.dialect, f.function, f.offset, f.module) == (
+        "other",
+        "nvacme_ioctl",
+        "+0x5d",
+        "nvacme",
+    )
+    g = must(" [<ffffffff926dbfd0>] process_work+0x572/0x7e1 kernel/work.c:2302 (discriminator 3)")
+    assert (g.address, g.function, g.file, g.line) == (
+        "0xffffffff926dbfd0",
+        "process_work",
+        "kernel/work.c",
+        2302,
+    )
+    for name in ("acme_irq", "fence_wait", "File_op", "frame_free"):
+        assert must(f"{name}+0x11/0x40").function == name
+    h = must("RIP: 0010:acme_timer+0x74/0x80")
+    assert h.function == "acme_timer"
+    k = must("[    0.058680] #0 [<0x000000000062a66a>] acme_describe+0x6a/0x5c0")
+    assert (k.index, k.function) == (0, "acme_describe")
+    # "?" marks a stale return address the unwinder could not vouch for.
+    assert pf(" ? acme_poll+0xe0/0xe0") is None
 
 
 # --- python ------------------------------------------------------------------------------------
