@@ -10,8 +10,9 @@ Dialects (the ``Frame.dialect`` value in quotes):
 - ``"gdb"``: gdb / cuda-gdb ``#N  0xaddr in f (args) at file:line`` / ``from lib``.
 - ``"sanitizer"``: ASan/UBSan/TSan/MSan and llvm-symbolizer ``#N 0xaddr in f file:line:col``.
 - ``"python"``: traceback and faulthandler ``File "x.py", line N, in f``.
-- ``"other"``: Java ``at a.B.f(B.java:12)``, Rust ``N: a::b::f``, glog ``@ 0xaddr f`` and
-  Android tombstone ``#00 pc 0001a2b3 /lib.so (f+12)`` frames.
+- ``"other"``: Java ``at a.B.f(B.java:12)``, Rust ``N: a::b::f``, glog ``@ 0xaddr f``,
+  Android tombstone ``#00 pc 0001a2b3 /lib.so (f+12)`` and Linux kernel oops / dmesg
+  ``func+0x5d/0x90 [module]`` frames.
 
 Every line of a big log goes through :func:`parse_frame`, so each dialect is guarded by a cheap
 literal test on the first character before any regex runs, and every regex is anchored and
