@@ -179,13 +179,14 @@ def _region_kind(signal: RegionKindSignal, scope: Scope, facts: Mapping[str, Fac
 
 
 def _context_items(context: Any, key: str) -> Iterator[tuple[Any, int | None]]:
-    """Yield ``(value, line)`` for a context key: gpu, arch, ready, version.<pkg>, server args."""
+    """Yield ``(value, line)`` for a context key: gpu, arch, ready, version.*, memory.*, args."""
     if context is None:
         return
     if key in ("gpu", "arch", "ready"):
         raw: Any = getattr(context, {"gpu": "gpus", "arch": "archs", "ready": "ready"}[key], ())
-    elif key.startswith("version."):
-        raw = getattr(context, "versions", {}).get(key[len("version.") :])
+    elif key.startswith(("version.", "memory.")):
+        table = "versions" if key.startswith("version.") else "memory"
+        raw = getattr(context, table, {}).get(key.split(".", 1)[1])
     else:
         raw = getattr(context, "server_args", {}).get(key)
     items = raw if isinstance(raw, (list, tuple)) else () if raw is None else (raw,)
