@@ -40,22 +40,40 @@ _MAX_PREFIXES = 8
 _NEEDS_CHAR_PASS = re.compile(r"[^\t\x20-\x7e]")
 
 # ECMA-48 escapes: CSI (7- and 8-bit), OSC terminated by BEL or ST, charset designations,
-# other two-byte escapes, then any ESC left over.  Every branch is linear: the OSC body
+# other two-byte escapes (Fp, Fe, Fs), then any ESC left over.  Every branch is linear: the OSC body
 # cannot contain the terminators it looks for.
 _ANSI = re.compile(
     r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"
     r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)"
     r"|\x1b[()*+][0-9A-Za-z]"
-    r"|\x1b[@-Z\\-_]?"
+    r"|\x1b[0-~]?"
 )
 
 # SGR/erase-line sequences whose ESC was lost when the log was copied from a web page
-# (`` [36m(RayWorkerVllm pid=5085) [0m``).  Not after a word or closing bracket, so
-# ``cache[0m`` style indexing survives; a bare ``[m``/``[K`` also not before a word or
-# ``]`` so ``[multiproc_executor.py:470]`` and ``x[m]`` survive.  Eats one space before.
-_BARE_SGR = re.compile(
-    r"(?: |(?<![\w\])\[]))\[(?:\d{1,3}(?:;\d{1,3}){0,15}[mK]|[mK](?![\w\]]))(?!\])"
-)
+# (`` [36m(RayWorkerVllm pid=5085) [0m``, ``[32mINFO[0m``).  Never before ``]`` so
+# ``[10m]`` survives.  The bare ``[m``/``[K`` forms are removed only at the end of a
+# line or in a line that had a numbered one: ``[m for m in xs]`` and
+# ``[multiproc_executor.py:470]`` are content.  The optional space before is matched so
+# _drop_sgr can decide whether it goes too.
+_BARE_SGR = re.compile(r" ?\[\d{1,3}(?:;\d{1,3}){0,15}[mK](?!\])")
+_BARE_SGR_EMPTY = re.compile(r" ?\[[mK](?![\w\]]| \w)")
+_BARE_SGR_END = re.compile(r" ?\[[mK]$")
+
+
+def _drop_sgr(match: re.Match[str]) -> str:
+    """Remove a bare SGR remnant, and the space before it when that space only separated it.
+
+    `` [36m(Ray pid=1) [0m boom`` -> ``(Ray pid=1) boom`` but ``INFO[0m [1mready`` ->
+    ``INFO ready``: the space goes only at the line's ends or before another space.
+    """
+    if match.group(0)[0] != " ":
+        return ""
+    text, end = match.string, match.end()
+    if match.start() == 0 or end == len(text) or text[end] == " ":
+        return ""
+    return " "
+
+
 # ``cat -v`` caret notation of the same escapes (``^[[0m``).
 _CARET_SGR = re.compile(r"\^\[\[[0-9;]{0,48}[A-Za-z]")
 
@@ -88,15 +106,25 @@ _CHAR_TABLE: dict[int, str | None] = {
 
 
 def _undo_backspaces(text: str) -> str:
-    """Apply ``\\b`` as a terminal does when overstriking: each one erases the char before."""
-    out: list[str] = []
-    for ch in text:
-        if ch == "\b":
-            if out:
-                out.pop()
+    """Apply ``\\b`` as a terminal does when overstriking: each one erases the char before.
+
+    Walks the pieces between backspaces right to left, carrying how many characters are
+    still to erase, so a huge line costs one pass instead of a per-character loop.
+    """
+    pieces = text.split("\b")
+    kept: list[str] = []
+    erase = 0
+    for piece in reversed(pieces[1:]):
+        if erase < len(piece):
+            kept.append(piece[: len(piece) - erase] if erase else piece)
+            erase = 0
         else:
-            out.append(ch)
-    return "".join(out)
+            erase -= len(piece)
+        erase += 1
+    head = pieces[0]
+    if erase < len(head):
+        kept.append(head[: len(head) - erase])
+    return "".join(reversed(kept))
 
 
 def _last_segment(text: str) -> str:
@@ -391,7 +419,8 @@ def _clean(number: int, raw: str, fence: _Fence) -> _Clean:
     if "[" in text:
         if "^[" in text:
             text = _CARET_SGR.sub("", text)
-        text = _BARE_SGR.sub("", text)
+        text, found = _BARE_SGR.subn(_drop_sgr, text)
+        text = (_BARE_SGR_EMPTY if found else _BARE_SGR_END).sub(_drop_sgr, text)
     width = len(text)
 
     if ">" in text[:4]:
@@ -496,6 +525,7 @@ _SPLIT_WEAK = re.compile(
 )
 # Literal prefilter: a line without any of these cannot hold a strong marker.
 _SPLIT_LITERALS = re.compile(r'Traceback \(|File "|frame #| 0x|terminate called')
+_BARE_MARKER = re.compile(r"what\(\):|\[TensorRT-LLM\](?:\[\w{1,16}\])?")
 _PY_CODE_AFTER_FRAME = re.compile(r'(File "[^"]*", line \d+, in \S+) +(\S.*)')
 _MIN_PASTE_LEN = 60
 
@@ -516,8 +546,14 @@ def _split_pasted(text: str) -> list[str]:
         return [text]
     cuts = sorted({0, *mid_strong, *(p for p in weak if p > 0)})
     pieces: list[str] = []
+    carry = ""
     for start, end in zip(cuts, [*cuts[1:], len(body)], strict=True):
-        piece = body[start:end].strip()
+        piece = carry + body[start:end].strip()
+        carry = ""
+        if _BARE_MARKER.fullmatch(piece):
+            # "what():  [TensorRT-LLM][ERROR] Assertion failed" is one line, not three.
+            carry = piece + " "
+            continue
         if not piece:
             continue
         if piece.startswith('File "'):
@@ -527,6 +563,8 @@ def _split_pasted(text: str) -> list[str]:
                 continue
             piece = "  " + piece
         pieces.append(piece)
+    if carry:
+        pieces.append(carry.rstrip())
     if pieces and offset:
         pieces[0] = text[:offset] + pieces[0]
     return pieces

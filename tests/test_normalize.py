@@ -1,0 +1,620 @@
+"""Tests for diagnose.ingest.normalize: every layer it peels, combinations, and properties.
+
+All fixtures are synthetic: invented hosts, pids, paths and messages in the real formats.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from diagnose.ingest.normalize import (
+    MAX_JOINED_LINES,
+    normalize,
+    normalize_lines,
+    split_lines,
+)
+from diagnose.model import LogLine
+
+ESC = "\x1b"
+
+
+def texts(text: str) -> list[str]:
+    return [line.text for line in normalize(text)]
+
+
+def one(raw: str) -> LogLine:
+    lines = normalize(raw)
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+# --- terminal damage ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "want"),
+    [
+        (f"{ESC}[31mERROR{ESC}[0m disk full", "ERROR disk full"),
+        (f"{ESC}[1;38;5;196mred{ESC}[m text{ESC}[K", "red text"),
+        (f"{ESC}]0;tab title{ESC}\\visible", "visible"),
+        (f"{ESC}]8;;https://example.invalid{ESC}\\link{ESC}]8;;{ESC}\\ after", "link after"),
+        (f"{ESC}]2;bell-ended\x07shown", "shown"),
+        (f"{ESC}(Bplain{ESC}=", "plain"),
+        ("\x9b32mC1 csi\x9b0m", "C1 csi"),
+        ("^[[33mcaret notation^[[0m", "caret notation"),
+        # ESC lost when copied from a web page: bare remnants
+        (" [36m(RayWorkerAlpha pid=4242) [0m boom", "boom"),
+        ("[32mINFO[0m [1;31mready[m", "INFO ready"),
+        ("progress[K", "progress"),
+    ],
+)
+def test_ansi(raw: str, want: str) -> None:
+    assert one(raw).text == want
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "x = [m for m in modules]",
+        "weights[10m] and cache[0m]",
+        "[multiproc_executor.py:470] something",
+        "[Kernel] launched",
+        "matrix[K] = 3",
+    ],
+)
+def test_bracket_content_that_resembles_sgr_is_kept(content: str) -> None:
+    assert one(content).text == content
+
+
+def test_crlf_and_cr_progress_bars() -> None:
+    raw = "first\r\n 10%|#    | 1/10\r 60%|######  | 6/10\r100%|##########| 10/10\r\nlast\r\n"
+    assert normalize(raw) == [
+        LogLine(1, "first"),
+        LogLine(2, "100%|##########| 10/10"),
+        LogLine(3, "last"),
+    ]
+
+
+def test_cr_overwrite_keeps_prefix_rank() -> None:
+    raw = "[2031-01-01 00:00:00 TP6] Capturing 10%\rCapturing 100%\n"
+    assert one(raw) == LogLine(1, "Capturing 100%", "TP6")
+
+
+def test_cr_only_line_endings() -> None:
+    assert normalize("alpha\rbeta\r\rgamma") == [
+        LogLine(1, "alpha"),
+        LogLine(2, "beta"),
+        LogLine(3, ""),
+        LogLine(4, "gamma"),
+    ]
+
+
+def test_backspaces_zero_width_nbsp_controls() -> None:
+    assert one("typo\b\b\bpe ok").text == "tpe ok"
+    assert one("a\u200bb\u200dc\ufeffd\u2060e").text == "abcde"
+    assert one("\u00a0\u00a0File\u00a0x").text == "  File x"
+    assert one("bell\x07 and\x01 nul\x00 del\x7f").text == "bell and nul del"
+
+
+def test_smart_quotes_in_python_frame() -> None:
+    raw = "  File “/srv/app/worker.py”, line 12, in ‘run’"
+    assert one(raw).text == "  File \"/srv/app/worker.py\", line 12, in 'run'"
+
+
+# --- prefixes -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "text", "rank"),
+    [
+        (
+            "[2031-02-03 04:05:06 TP3] Scheduler hit an exception",
+            "Scheduler hit an exception",
+            "TP3",
+        ),
+        ("[2031-02-03 04:05:06 DP1 TP5] Load weight end.", "Load weight end.", "DP1 TP5"),
+        ("[2031-02-03 04:05:06] Using KV cache dtype", "Using KV cache dtype", None),
+        ("(VllmWorker rank=2 pid=5150) RuntimeError: x", "RuntimeError: x", "rank=2"),
+        ("(RayWorkerWrapper pid=2077, ip=10.9.8.7) hello", "hello", "pid=2077"),
+        ("(EngineCore_DP3 pid=88) crashed", "crashed", "DP3"),
+        ("(Worker_PP1_TP2_EP3 pid=91) crashed", "crashed", "PP1_TP2_EP3"),
+        ("(pid=4711) raylet says hi", "raylet says hi", "pid=4711"),
+        ("[rank3]: torch.OutOfMemoryError: x", "torch.OutOfMemoryError: x", "rank3"),
+        ("[rank12]:[W ProcessGroup.cpp:9] warn", "[W ProcessGroup.cpp:9] warn", "rank12"),
+        ("[1,6]<stdout>: step 5 done", "step 5 done", "1,6"),
+        (
+            "[0,11]<stderr>:Traceback (most recent call last):",
+            "Traceback (most recent call last):",
+            "0,11",
+        ),
+        (
+            "ERROR 01-02 02:39:17 worker_base.py:467]     logits = model(x)",
+            "    logits = model(x)",
+            None,
+        ),
+        ("INFO 03-04 05:06:07 [engine.py:88] Avg throughput", "Avg throughput", None),
+        ("WARNING 12-31 23:59:59.123 [config.py:1] careful", "careful", None),
+        ("2031-01-02T10:00:00.123456Z RuntimeError: y", "RuntimeError: y", None),
+        ("2031-01-02T10:00:00.123456789+02:00 stderr F shipped", "shipped", None),
+        (
+            "2031-01-02 10:00:00,669 - INFO - toolkit.jit: Loading",
+            "INFO - toolkit.jit: Loading",
+            None,
+        ),
+        (
+            "2031-01-02 10:00:00.123 | ERROR    | toolkit.server:main:42 - died",
+            "died",
+            None,
+        ),
+        ("infer-pod-7f9c2 | out of memory", "out of memory", "infer-pod-7f9c2"),
+        ("gateway   | ValueError: bad", "ValueError: bad", "gateway"),
+        ("serve-1  | ERROR 11-18 18:07:28 engine.py:36] boom", "boom", "serve-1"),
+        ("Mar 03 10:00:00 gpu-node-7 python3[4321]: NCCL WARN x", "NCCL WARN x", None),
+        ("E0102 10:00:00.123456 12345 server.cc:12] Check failed", "Check failed", None),
+        ("[10/01/2031-08:26:34] [TRT] [W] Skipping tactic 3", "[TRT] [W] Skipping tactic 3", None),
+        ("[pod/infer-abc12/server] fatal", "fatal", "infer-abc12"),
+        ("  | [rank0]: watchdog", "watchdog", "rank0"),
+        (
+            "[4321] [rank5]:[E0203 04:05:06.123456789 ProcessGroupNCCL.cpp:607] [Rank 5] Watchdog",
+            "[E ProcessGroupNCCL.cpp:607] [Rank 5] Watchdog",
+            "rank5",
+        ),
+    ],
+)
+def test_prefixes(raw: str, text: str, rank: str | None) -> None:
+    assert one(raw) == LogLine(1, text, rank)
+
+
+def test_nested_prefixes_keep_the_most_specific_rank() -> None:
+    raw = "(Worker pid=700) (Worker_TP1 pid=700) ERROR 03-05 09:56:09 [executor.py:880] [1/11] nvcc"
+    assert one(raw) == LogLine(1, "[1/11] nvcc", "TP1")
+    raw = "api-1  | 2031-01-02T10:00:00Z [2031-01-02 10:00:00 TP2] Decode failed"
+    assert one(raw) == LogLine(1, "Decode failed", "TP2")
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "[TensorRT-LLM][ERROR] CUDA runtime error in cudaMalloc: out of memory",
+        "[TensorRT-LLM][WARNING] tactic skipped",
+        "RuntimeError: CUDA error: an illegal memory access was encountered",
+        "INFO:     Waiting for application startup.",
+        "ERROR: could not bind",
+        "[E ProcessGroupNCCL.cpp:475] [Rank 4] Watchdog caught collective operation timeout",
+        "(most recent call first):",
+        "(rank 3) finished",
+        "2 GPUs | 80 GB each",
+        "| GPU | Memory |",
+        "dmesg | grep -i xid",
+        "[1/11] /usr/local/cuda/bin/nvcc -c kernel.cu",
+        "host-a:1234:5678 [0] NCCL INFO Bootstrap",
+        "Error 03-04 is not a level",
+    ],
+)
+def test_content_that_looks_like_a_prefix_is_kept(content: str) -> None:
+    assert one(content) == LogLine(1, content, None)
+
+
+# --- chat / markdown ------------------------------------------------------------------------
+
+
+def test_fences_quotes_details_entities_backticks() -> None:
+    raw = "\n".join(
+        [
+            "<details><summary>Full log</summary>",  # 1
+            "",  # 2
+            "```txt",  # 3
+            "x &lt; y &amp;&amp; a &gt; b &quot;q&quot; &#39;s&#39;",  # 4
+            "```",  # 5
+            "</details>",  # 6
+            "> > nested quote",  # 7
+            ">quoted without space",  # 8
+            "~~~",  # 9
+            "inside tilde fence",  # 10
+            "~~~",  # 11
+            "`RuntimeError: wrapped in backticks`",  # 12
+            "`a` and `b` stays",  # 13
+        ]
+    )
+    assert texts(raw) == [
+        "Full log",
+        "",
+        "",
+        "x < y && a > b \"q\" 's'",
+        "",
+        "",
+        "nested quote",
+        "quoted without space",
+        "",
+        "inside tilde fence",
+        "",
+        "RuntimeError: wrapped in backticks",
+        "`a` and `b` stays",
+    ]
+
+
+def test_entities_that_would_invent_letters_are_left_alone() -> None:
+    assert one("&#65; &copy; &amp;lt;").text == "&#65; &copy; &lt;"
+
+
+def test_quote_marker_inside_a_fence_is_content() -> None:
+    raw = "```\n>>> import torch\n> not a quote here\n```\n> quoted again"
+    assert texts(raw) == ["", ">>> import torch", "> not a quote here", "", "quoted again"]
+
+
+def test_fence_inside_quote_only_strips_the_quote_depth_it_opened_at() -> None:
+    raw = "> ```\n> >>> x = 1\n> ```"
+    assert texts(raw) == ["", ">>> x = 1", ""]
+
+
+def test_fence_glued_to_content() -> None:
+    raw = (
+        "```Traceback (most recent call last):\n"
+        '  File "/a.py", line 1, in <module>\n'
+        "KeyError: 'k'```"
+    )
+    assert normalize(raw) == [
+        LogLine(1, "Traceback (most recent call last):"),
+        LogLine(2, '  File "/a.py", line 1, in <module>'),
+        LogLine(3, "KeyError: 'k'"),
+    ]
+    assert one("```ValueError: one line```").text == "ValueError: one line"
+
+
+def test_everything_combined() -> None:
+    """ANSI inside a rank prefix inside a fence inside a quote, with entities and CRLF."""
+    raw = (
+        "> Here is my log:\r\n"
+        "> ```text\r\n"
+        f"> {ESC}[36m(VllmWorker rank=5 pid=3141){ESC}[0m ERROR 06-07 08:09:10 "
+        "[executor.py:470] RuntimeError: size &lt;= 0\r\n"
+        f"> {ESC}[36m(VllmWorker rank=5 pid=3141){ESC}[0m ERROR 06-07 08:09:10 "
+        '[executor.py:470]   File "/srv/x.py", line 3, in f\r\n'
+        "> ```\r\n"
+    )
+    assert normalize(raw) == [
+        LogLine(1, "Here is my log:"),
+        LogLine(2, ""),
+        LogLine(3, "RuntimeError: size <= 0", "rank=5"),
+        LogLine(4, '  File "/srv/x.py", line 3, in f', "rank=5"),
+        LogLine(5, ""),
+    ]
+
+
+# --- soft wraps -----------------------------------------------------------------------------
+
+
+def test_cpp_template_frame_continued_on_next_line_is_joined() -> None:
+    raw = (
+        "#4  0x00007fabc0012345 in cutlass::Kernel<toolkit::GemmShape<128, 256,\n"
+        "64>, toolkit::Epilogue<float> >(Params) () from /opt/lib/libkern.so\n"
+        "#5  0x00007fabc0054321 in main ()\n"
+    )
+    assert normalize(raw) == [
+        LogLine(
+            1,
+            "#4  0x00007fabc0012345 in cutlass::Kernel<toolkit::GemmShape<128, 256, 64>, "
+            "toolkit::Epilogue<float> >(Params) () from /opt/lib/libkern.so",
+        ),
+        LogLine(3, "#5  0x00007fabc0054321 in main ()"),
+    ]
+
+
+def test_python_frame_cut_at_80_columns_is_joined() -> None:
+    head = '  File "/home/user/venvs/serve/lib/python3.11/site-packages/toolkit/engines/work'
+    assert len(head) == 80
+    raw = head + '\ner.py", line 88, in step\n    self.go()\n'
+    assert normalize(raw) == [
+        LogLine(
+            1,
+            '  File "/home/user/venvs/serve/lib/python3.11/site-packages/toolkit/engines/'
+            'worker.py", line 88, in step',
+        ),
+        LogLine(3, "    self.go()"),
+    ]
+
+
+def test_multi_line_wrap_is_joined_up_to_the_limit() -> None:
+    head = "frame #3: toolkit::launch<toolkit::Tile<"
+    parts = [f"Arg{i}," for i in range(MAX_JOINED_LINES + 3)]
+    lines = normalize("\n".join([head, *parts]))
+    assert lines[0].number == 1
+    assert lines[0].text.startswith(head + "Arg0, Arg1,")
+    assert len(lines) == 1 + (len(parts) - (MAX_JOINED_LINES - 1))
+    assert lines[1].number == MAX_JOINED_LINES + 1
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        # next line is itself a frame
+        "#1  0x0000000000401000 in f<int, (char)\n#2  0x0000000000402000 in main ()",
+        # next line is indented code, not a continuation
+        '  File "/a/b.py", line 3, in f\n    g(x)',
+        # balanced frame that is not at a wrap width
+        "frame #0: c10::Error::Error() + 0x1 (0x7f in /lib/libc10.so)\nnext words here",
+        # not a frame at all, even if unbalanced
+        "Loading shards (3 of 8\ncontinues here",
+        # next line starts a new record
+        "frame #2: toolkit::run<float,\nRuntimeError: boom",
+        # next line has its own log prefix
+        "frame #2: toolkit::run<float,\n[2031-01-01 00:00:00 TP0] later",
+        # next line is blank
+        "frame #2: toolkit::run<float,\n\ntrailing",
+    ],
+)
+def test_not_joined(raw: str) -> None:
+    assert [line.number for line in normalize(raw)] == list(range(1, len(split_lines(raw)) + 1))
+
+
+# --- one-line pastes ------------------------------------------------------------------------
+
+
+def test_python_traceback_on_one_line_is_split() -> None:
+    raw = (
+        'Traceback (most recent call last):   File "/srv/main.py", line 10, in <module>     '
+        'run()   File "/srv/run.py", line 4, in run     raise ValueError("bad") ValueError: bad'
+    )
+    assert normalize("before\n" + raw) == [
+        LogLine(1, "before"),
+        LogLine(2, "Traceback (most recent call last):"),
+        LogLine(2, '  File "/srv/main.py", line 10, in <module>'),
+        LogLine(2, "    run()"),
+        LogLine(2, '  File "/srv/run.py", line 4, in run'),
+        LogLine(2, '    raise ValueError("bad")'),
+        LogLine(2, "ValueError: bad"),
+    ]
+
+
+def test_c10_error_on_one_line_is_split() -> None:
+    raw = (
+        "[rank1]: RuntimeError: CUDA error: device-side assert triggered Exception raised from "
+        "check at /src/c10/cuda/Check.cpp:43 (most recent call first): frame #0: "
+        "c10::Error::Error(c10::SourceLocation, std::string) + 0x96 (0x7f01 in /lib/libc10.so) "
+        "frame #1: c10::cuda::check(int) + 0x10 (0x7f02 in /lib/libc10_cuda.so)"
+    )
+    lines = normalize(raw)
+    assert [line.text.split(" ")[0] for line in lines] == [
+        "RuntimeError:",
+        "Exception",
+        "frame",
+        "frame",
+    ]
+    assert {(line.number, line.rank) for line in lines} == {(1, "rank1")}
+
+
+def test_gdb_and_trtllm_frames_on_one_line_are_split() -> None:
+    gdb = "#0  0x00007f1 in raise () from /lib/libc.so.6 #1  0x00007f2 in abort () from /lib/c.so"
+    assert texts(gdb) == [
+        "#0  0x00007f1 in raise () from /lib/libc.so.6",
+        "#1  0x00007f2 in abort () from /lib/c.so",
+    ]
+    trt = (
+        "terminate called after throwing an instance of 'toolkit::Error' what():  "
+        "[TensorRT-LLM][ERROR] Assertion failed: no tactic (/src/gemm.cpp:77) "
+        "1       0x7f00aa11bb22 toolkit::throwError(char const*) + 82 "
+        "2       0x7f00aa11bb33 toolkit::Gemm::run() + 17"
+    )
+    assert texts(trt) == [
+        "terminate called after throwing an instance of 'toolkit::Error'",
+        "what(): [TensorRT-LLM][ERROR] Assertion failed: no tactic (/src/gemm.cpp:77)",
+        "1       0x7f00aa11bb22 toolkit::throwError(char const*) + 82",
+        "2       0x7f00aa11bb33 toolkit::Gemm::run() + 17",
+    ]
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "[TensorRT-LLM][ERROR] [TensorRT-LLM][ERROR] CUDA runtime error in cudaMallocAsync: oom",
+        "Error in model execution: RuntimeError: CUDA error: an illegal memory access was seen",
+        'ERROR: see File "/srv/config.py", line 3 for how the value was computed in this run',
+        '  File "/srv/toolkit/very/long/path/to/module/with/many/parts/worker.py", line 1, in run',
+    ],
+)
+def test_long_ordinary_lines_are_not_split(content: str) -> None:
+    assert one(content).text == content
+
+
+# --- bad input ------------------------------------------------------------------------------
+
+
+def test_empty_and_blank() -> None:
+    assert normalize("") == []
+    assert normalize("\n") == [LogLine(1, "")]
+    assert normalize("\n\n \n") == [LogLine(1, ""), LogLine(2, ""), LogLine(3, "")]
+
+
+def test_only_nuls_and_replacement_chars() -> None:
+    assert normalize("\x00\x00\x00") == [LogLine(1, "")]
+    assert one("bad \ufffd\ufffd bytes").text == "bad \ufffd\ufffd bytes"
+
+
+def test_ten_megabyte_single_lines_finish() -> None:
+    size = 10 << 20
+    nasty = [
+        "x" * size,
+        ('File "' + "a" * 50) * (size // 56),
+        ("\x1b]" + "b" * 30) * (size // 32),
+        "[" * size,
+        "(pid=1 " * (size // 7),
+        "A." * (size // 2),
+        " " * size + "|",
+        "<" * size,
+        ("frame #1: " + "c" * 90) * (size // 100),
+        "ab\b" * (size // 3),
+    ]
+    for raw in nasty:
+        lines = normalize(raw)
+        assert lines and all(line.number == 1 for line in lines)
+
+
+def test_first_line_offset_and_streaming_agree() -> None:
+    raw = "a\n[rank2]: b\n```\nframe #1: f<int,\ng>()\n"
+    lines = normalize(raw, first_line=41)
+    assert [line.number for line in lines] == [41, 42, 43, 44]
+    streamed = list(normalize_lines(enumerate(split_lines(raw), 41)))
+    assert streamed == lines
+
+
+# --- properties -----------------------------------------------------------------------------
+
+
+def original_lines(text: str) -> list[str]:
+    """Physical lines as an editor numbers them: \\n, or \\r when there is no \\n at all."""
+    if not text:
+        return []
+    sep = "\n" if "\n" in text or "\r" not in text else "\r"
+    lines = text.split(sep)
+    return lines[:-1] if lines[-1] == "" else lines
+
+
+def alnum(text: str) -> str:
+    return "".join(ch for ch in text if ch.isalnum())
+
+
+def is_subsequence(needle: str, haystack: str) -> bool:
+    it = iter(haystack)
+    return all(ch in it for ch in needle)
+
+
+def check_points_at_origin(raw: str, lines: Sequence[LogLine], first_line: int = 1) -> None:
+    """Every LogLine's letters/digits come, in order, from its own line onward.
+
+    Normalisation only removes or re-spaces characters (it never invents a letter or a
+    digit), so the alphanumeric characters of ``text`` must be a subsequence of those of
+    original line ``number`` followed by the lines a soft-wrap join may have consumed
+    (at most ``MAX_JOINED_LINES``), and the first of them must be in line ``number``
+    itself.  Pieces of a split one-line paste all satisfy it against the same line.
+    """
+    origin = original_lines(raw)
+    previous = first_line
+    for line in lines:
+        index = line.number - first_line
+        assert 0 <= index < len(origin), line
+        assert line.number >= previous
+        previous = line.number
+        got = alnum(line.text)
+        window = "".join(alnum(text) for text in origin[index : index + MAX_JOINED_LINES])
+        assert is_subsequence(got, window), (line, origin[index])
+        if got:
+            assert got[0] in alnum(origin[index]), (line, origin[index])
+
+
+FRAGMENTS = [
+    "\n",
+    "\r\n",
+    "\r",
+    "\b",
+    "\x00",
+    "\t",
+    " ",
+    "  ",
+    ESC,
+    f"{ESC}[0m",
+    f"{ESC}[1;31m",
+    f"{ESC}]0;t\x07",
+    "[0m",
+    "[m",
+    "> ",
+    ">",
+    "```",
+    "```py",
+    "~~~",
+    "`",
+    "<details>",
+    "<summary>",
+    "&lt;",
+    "&amp;",
+    "&#39;",
+    "&#65;",
+    "“",
+    "\u200b",
+    "\u00a0",
+    "[2031-01-02 03:04:05 TP1] ",
+    "[rank7]: ",
+    "(VllmWorker rank=3 pid=9) ",
+    "(Ray pid=5, ip=1.2.3.4) ",
+    "ERROR 01-02 03:04:05 w.py:1] ",
+    "2031-01-02T03:04:05Z ",
+    "svc-1  | ",
+    "  | ",
+    "[1,2]<stdout>: ",
+    "E0102 10:00:00.123456 99 f.cc:1] ",
+    "Mar 03 10:00:00 h p[1]: ",
+    "Traceback (most recent call last):",
+    '  File "/p/a.py", line 3, in f',
+    "    g()",
+    "frame #0: f<int,",
+    "#1  0x0000000000001234 in g () ",
+    "1       0x7f0011223344 h() + 1 ",
+    "terminate called ",
+    "what():  ",
+    "[TensorRT-LLM][ERROR] ",
+    "RuntimeError: boom",
+    "<",
+    "(",
+    '"',
+    "[",
+]
+
+raw_logs = st.lists(
+    st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=12)),
+    max_size=60,
+).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(raw_logs, st.integers(min_value=1, max_value=10**6))
+def test_property_numbers_point_at_the_original_line(raw: str, first_line: int) -> None:
+    lines = normalize(raw, first_line)
+    check_points_at_origin(raw, lines, first_line)
+    assert lines == list(normalize_lines(enumerate(split_lines(raw), first_line)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=400))
+def test_property_never_raises_on_any_text(raw: str) -> None:
+    check_points_at_origin(raw, normalize(raw))
+
+
+plain_lines = st.lists(
+    st.from_regex(r"[a-z][a-z ,.:;=]{0,40}[a-z]", fullmatch=True), min_size=1, max_size=20
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(plain_lines)
+def test_property_plain_prose_is_untouched(lines: list[str]) -> None:
+    assert normalize("\n".join(lines)) == [LogLine(i, t) for i, t in enumerate(lines, 1)]
+
+
+# --- real logs (skipped when ../shared is absent) ----------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def corpus_dir() -> Path:
+    shared = Path(__file__).resolve().parents[1].parent / "shared"
+    corpus = shared / "corpus" / "dev"
+    if not corpus.is_dir():
+        pytest.skip("shared corpus not available")
+    return corpus
+
+
+def test_corpus_logs_keep_their_line_numbers_and_lose_their_prefixes(corpus_dir: Path) -> None:
+    from diagnose.ingest.read import read_text
+
+    logs = sorted(corpus_dir.glob("*.log"))
+    assert logs
+    leftovers = ("(VllmWorker", "(EngineCore", "(RayWorker", "[rank", ESC, "```")
+    for path in logs:
+        raw = read_text(path)
+        lines = normalize(raw)
+        check_points_at_origin(raw, lines)
+        for line in lines:
+            assert not line.text.lstrip().startswith(leftovers), (path.name, line)
