@@ -373,20 +373,13 @@ _PLACEHOLDER = re.compile(r"[A-Z][A-Z0-9_]{0,60}|<[^>]{0,60}>|\$\{?\w{1,60}\}?")
 
 
 # Words that make a flag a suggestion rather than the user's command line: sglang's
-# "Please try to increase --mem-fraction-static", "try reducing --max-running-requests".
-_FLAG_ADVICE = (
-    "try",
-    "increas",
-    "decreas",
-    "reduc",
-    "lower",
-    "rais",
-    "consider",
-    "please",
-    "recommend",
-    "adjust",
-    "set ",
+# "Please try to increase --mem-fraction-static", "try reducing --max-running-requests
+# 32 or --chunked-prefill-size 1024".  Whole words, so "--retry" or "--dataset" pass.
+_FLAG_ADVICE = re.compile(
+    r"\b(?:try|trying|increas\w{0,5}|decreas\w{0,5}|reduc\w{0,5}|lower\w{0,3}|rais\w{0,5}"
+    r"|consider\w{0,3}|please|recommend\w{0,4}|adjust\w{0,5}|set)\b"
 )
+_FLAG_ADVICE_WINDOW = 64
 
 
 def _x_flags(text: str, n: int, acc: _Acc) -> None:
@@ -398,8 +391,7 @@ def _x_flags(text: str, n: int, acc: _Acc) -> None:
         key = _ARG_ALIASES.get(name)
         if key is None:
             continue
-        before = text[max(0, m.start() - 24) : m.start()].lower()
-        if any(word in before for word in _FLAG_ADVICE):
+        if _FLAG_ADVICE.search(text, max(0, m.start() - _FLAG_ADVICE_WINDOW), m.start()):
             continue
         i = m.end()
         if key in _BOOL_KEYS:
@@ -665,7 +657,9 @@ _PKG_VERSION = re.compile(
     r"(?<![\w.+-])(?P<pkg>(?i:"
     + "|".join(_alias_pattern(a) for a in sorted(_PKG_ALIASES, key=len, reverse=True))
     + r"))(?:\[[\w,-]{1,60}\])?"
-    r"(?P<sep>-|[ \t]{0,40}(?:(?i:version)[ \t]{0,4})?(?:==|:|=)?[ \t]{0,40}v?)" + _VER
+    # At least one separator character: "python3.11/" is a path, read by _PY_PATH.
+    r"(?P<sep>-|(?=[ \t:=])[ \t]{0,40}(?:(?i:version)[ \t]{0,4}(?:is[ \t]{1,4})?)?"
+    r"(?:==|:|=)?[ \t]{0,40}v?)" + _VER
 )
 # A requirement or a suggestion names a version the user does NOT run:
 # pip's "vllm 0.10.1 requires torch==2.7.1", "pip install vllm==0.10.2", "fixed in 0.6.4".
@@ -687,7 +681,8 @@ _TORCH_LOCAL_CU = re.compile(r"\+cu(?P<maj>\d{2})(?P<min>\d)$")
 # torch's "The NVIDIA driver on your system is too old (found version 12080)": the
 # CUDA version the driver supports, encoded as 1000*major + 10*minor.
 _FOUND_VERSION = re.compile(r"driver on your system is too old \(found version (?P<v>\d{4,6})\)")
-_PY_PATH = re.compile(r"(?<![\w])python(?P<ver>3\.\d{1,2})/")
+# "python3.11/site-packages", and "python3.10: <assert>" from an interpreter's abort.
+_PY_PATH = re.compile(r"(?<![\w])python(?P<ver>3\.\d{1,2})(?![\w.])")
 
 
 def _x_versions(text: str, n: int, acc: _Acc) -> None:

@@ -39,7 +39,7 @@ _PRE_RANK = {"a": 0, "alpha": 0, "b": 1, "beta": 1, "c": 2, "rc": 2, "pre": 2, "
 
 # Sort-key sentinels: PEP 440 places a missing pre-release after every pre-release,
 # a missing dev segment after every dev release, a missing post segment before any.
-_INF = (1, 0)
+_INF = (9, 0)  # above every (rank, n) pair: ranks are 0..2
 _NEG = (-1, 0)
 
 _LocalPart = tuple[int, int, str]
