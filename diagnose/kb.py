@@ -13,7 +13,6 @@ when a fuzzy lookup actually needs it.
 from __future__ import annotations
 
 import functools
-import hashlib
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -640,6 +639,8 @@ def _parse_gpus(path: Path, archs: list[ArchFacts], gpus: list[Gpu], seen: dict[
 
 def _content_hash(dirs: Iterable[Path]) -> str:
     """Short SHA-256 over every ``*.toml`` under ``dirs`` (relative path + bytes), sorted."""
+    import hashlib  # only at load time: keeps `import diagnose.kb` cheap
+
     digest = hashlib.sha256()
     for root in dirs:
         if not root.is_dir():
