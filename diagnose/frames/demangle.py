@@ -1047,10 +1047,11 @@ def read_mangled_prefix(symbol: str) -> ParsedName | None:
         return None
 
 
-def _read_prefix(symbol: str) -> ParsedName | None:
-    if not isinstance(symbol, str) or len(symbol) > _MAX_NAME:
+def _read_prefix(symbol: object) -> ParsedName | None:
+    if not isinstance(symbol, str):
         return None
-    core = _VERSION_RE.sub("", symbol, count=1) if "@" in symbol else symbol
+    core = symbol[:_MAX_NAME]  # past this, treat the name as cut: the walk is linear anyway
+    core = _VERSION_RE.sub("", core, count=1) if "@" in core else core
     core = core.lstrip(".")
     stripped = core.lstrip("_")
     if not stripped.startswith("Z") or not 1 <= len(core) - len(stripped) <= 4:
@@ -1084,7 +1085,7 @@ def _read_prefix(symbol: str) -> ParsedName | None:
                 reader.type(ret)
                 return_type = _render(ret, [_MAX_NODES])
             params = tuple(p for p in _read_params(reader) if p != "void")
-        complete = reader.i >= len(body)
+        complete = reader.i >= len(body) and len(symbol) <= _MAX_NAME
     except _End:
         complete = False
     if not top.parts:
