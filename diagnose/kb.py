@@ -89,6 +89,9 @@ class Cause:
     verify: tuple[str, ...] = ()
     evidence_to_collect: tuple[str, ...] = ()
     related: tuple[str, ...] = ()
+    # Causes this one commonly sets off (an illegal memory access makes NCCL's watchdog
+    # time out): when both appear in one log, the verdict names this one as the root.
+    cascades: tuple[str, ...] = ()
     path: str = ""
 
 
@@ -365,6 +368,7 @@ _CAUSE_SPEC: _Spec = {
     "verify": (_is_str_list, True),
     "evidence_to_collect": (_is_str_list, True),
     "related": (_is_str_list, False),
+    "cascades": (_is_str_list, False),
     "fixes": (_is_table_list, True),
     "references": (_is_table_list, True),
     "fixed_in": (_is_table_list, False),
@@ -540,6 +544,7 @@ def _parse_cause(path: Path) -> Cause:
         verify=_strs(data, "verify"),
         evidence_to_collect=_strs(data, "evidence_to_collect"),
         related=_strs(data, "related"),
+        cascades=_strs(data, "cascades"),
         path=str(path),
     )
 
@@ -685,6 +690,9 @@ def _build(root: Path, extra_dirs: Sequence[Path], rules_dir: Path | None) -> Kn
         for i, rel in enumerate(cause.related):
             if rel not in seen_causes:
                 raise load_toml(Path(cause.path)).error(f"related[{i}]", f"no cause '{rel}'")
+        for i, rel in enumerate(cause.cascades):
+            if rel not in seen_causes or rel == cause.id:
+                raise load_toml(Path(cause.path)).error(f"cascades[{i}]", f"no cause '{rel}'")
     hashed = [root, *extra_dirs] + ([rules_dir] if rules_dir else [])
     keys = tuple(_name_key(spelling, g) for g in gpus for spelling in (g.name, *g.aliases))
     return KnowledgeBase(
