@@ -8,8 +8,10 @@ import pytest
 
 from diagnose.errors import RuleFileError
 from diagnose.rules import check_rules, load_rules
+from diagnose.rules.examples import run_examples
 from diagnose.rules.loader import ENV_VAR, rule_files
 from diagnose.rules.schema import ContextSignal, NumericSignal, RegexSignal, TextSignal
+from diagnose.tomlsource import load_toml
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -185,7 +187,9 @@ def test_missing_required_field_points_at_its_table(tmp_path: Path) -> None:
 
 
 def test_numeric_operands_are_checked(tmp_path: Path) -> None:
-    unknown_fact = GOOD.replace("none = [", 'confirm = [ { numeric = "wanted > spare" } ]\nnone = [')
+    unknown_fact = GOOD.replace(
+        "none = [", 'confirm = [ { numeric = "wanted > spare" } ]\nnone = ['
+    )
     err = load_error(tmp_path, unknown_fact)
     assert (err.line, err.field) == (15, "match.confirm[0].numeric") and "'spare'" in err.message
     unknown_arch = GOOD.replace(
@@ -197,7 +201,9 @@ def test_numeric_operands_are_checked(tmp_path: Path) -> None:
 
 
 def test_signal_with_two_kinds(tmp_path: Path) -> None:
-    err = load_error(tmp_path, GOOD.replace('{ text = "widget retry ok" }', '{ text = "a", regex = "b" }'))
+    err = load_error(
+        tmp_path, GOOD.replace('{ text = "widget retry ok" }', '{ text = "a", regex = "b" }')
+    )
     assert (err.line, err.field) == (15, "match.none[0]")
     assert "exactly one of" in err.message
 
@@ -219,7 +225,11 @@ def test_context_and_numeric_signals_parse(tmp_path: Path) -> None:
 def test_check_rules_reports_every_broken_file(tmp_path: Path) -> None:
     write(tmp_path, "cuda-oom/widget-alloc.toml", GOOD)
     write(tmp_path, "cuda-oom/one.toml", GOOD.replace("widget-alloc", "one").replace("0.6", "7"))
-    write(tmp_path, "cuda-oom/two.toml", GOOD.replace("widget-alloc", "two").replace("[match]", "[mtch]"))
+    write(
+        tmp_path,
+        "cuda-oom/two.toml",
+        GOOD.replace("widget-alloc", "two").replace("[match]", "[mtch]"),
+    )
     rules, errors, _ = check_rules([tmp_path], kb=KB, include_default=False)
     assert [r.id for r in rules] == ["cuda-oom/widget-alloc"]
     assert sorted((Path(e.path).name, e.line, e.field) for e in errors) == [
@@ -241,13 +251,13 @@ def test_underscore_files_and_env_dirs(tmp_path: Path, monkeypatch: pytest.Monke
 
 def test_template_is_a_valid_rule(tmp_path: Path) -> None:
     """The copy-me template must itself load once placed at the path its id names."""
-    import tomllib
-
     text = (ROOT / "rules" / "_template.toml").read_text()
-    rule_id = tomllib.loads(text)["id"]
+    rule_id = load_toml(ROOT / "rules" / "_template.toml").data["id"]
     write(tmp_path, f"{rule_id}.toml", text)
     rules = load_rules([tmp_path], kb=KB, include_default=False)
     assert rules.get(rule_id) is not None
+    results = run_examples(rules, KB)
+    assert results and all(r.verdict == "ok" for r in results), [r.explain() for r in results]
 
 
 def test_shipped_rules_load_with_the_real_kb() -> None:

@@ -87,9 +87,7 @@ def run_example(rules: RuleSet, rule: Rule, example: Example, kb: Any) -> Exampl
     return ExampleResult(rule, example, mine, _fact_problems(example, mine), notes)
 
 
-def run_examples(
-    rules: RuleSet, kb: Any, only: Iterable[str] | None = None
-) -> list[ExampleResult]:
+def run_examples(rules: RuleSet, kb: Any, only: Iterable[str] | None = None) -> list[ExampleResult]:
     """Run every example of every rule (or of the rule ids in ``only``)."""
     wanted = set(only) if only is not None else None
     return [

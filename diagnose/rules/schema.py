@@ -96,7 +96,7 @@ class RegionKindSignal:
 
 @dataclass(frozen=True, slots=True)
 class ContextSignal:
-    """A log-wide fact: a server argument, ``gpu``, ``arch``, ``ready``, ``version.*``, ``memory.*``."""
+    """A log-wide fact: a server arg, ``gpu``, ``arch``, ``ready``, ``version.*``, ``memory.*``."""
 
     field: str
     key: str
