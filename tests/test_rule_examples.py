@@ -101,19 +101,18 @@ def test_seed_rules_on_the_dev_corpus() -> None:
     """Seed rules recognise most cases labelled with their cause, and almost never claim a
     fatal cause on a case labelled otherwise (the verdict, not these rules, breaks the rare
     tie with a more specific cause such as kv-cache-oom)."""
-    import tomllib
-
     from diagnose.rules import Document, run_rules
+    from diagnose.tomlsource import load_toml
 
     kb, rules = shipped()
     seeds = rules.subset(r for r in rules if r.id in SEEDS)
     causes = {r.cause for r in seeds}
-    labelled = {c: 0 for c in causes}
-    recalled = {c: 0 for c in causes}
+    labelled = dict.fromkeys(causes, 0)
+    recalled = dict.fromkeys(causes, 0)
     false_fatal: list[str] = []
     others = 0
     for log in _corpus():
-        label = tomllib.loads(log.with_suffix(".toml").read_text())["cause"]
+        label = load_toml(log.with_suffix(".toml")).data["cause"]
         findings = run_rules(seeds, Document.from_text(log.read_text(errors="replace")), kb)
         fired = {f.cause for f in findings.findings}
         if label in causes:
