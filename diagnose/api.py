@@ -52,18 +52,18 @@ def _load(rule_dirs: tuple[Path, ...]) -> tuple[KnowledgeBase, RuleSet]:
     from diagnose.rules import load_rules
 
     kb = load_kb()
-    rules = load_rules(None, extra_dirs=rule_dirs)
+    rules = load_rules(list(rule_dirs) or None, kb=kb)
     return kb, rules
 
 
 def _diagnose(parsed: Parsed, rule_dirs: Sequence[Path]) -> Diagnosis:
     """Match rules on a parsed log and turn the findings into a verdict."""
-    from diagnose.rules import Document, match_rules
+    from diagnose.rules import Document, run_rules
     from diagnose.verdict import decide
 
     kb, rules = _load(tuple(Path(d) for d in rule_dirs))
     doc = Document(parsed.lines, parsed.regions, parsed.context)
-    outcome = match_rules(rules, doc, kb)
+    outcome = run_rules(rules, doc, kb)
     ready = [fact.line for fact in parsed.context.ready]
     verdict = decide(outcome.findings, ready, kb)
     primary = verdict.primary

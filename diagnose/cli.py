@@ -49,6 +49,8 @@ def run(
         result = diagnose_file(log, rule_dirs=tuple(rules or ()))
     except DiagnoseError as exc:
         _fail(str(exc))
+    except Exception as exc:  # noqa: BLE001 - a bug must still end in one line, not a traceback
+        _fail(f"internal error ({type(exc).__name__}: {exc}); please report it with the log")
     from diagnose.render import render
 
     color = fmt is OutputFormat.text and _use_color(no_color)
