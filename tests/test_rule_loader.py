@@ -61,8 +61,7 @@ widget: need 4096 bytes
 name = "retried"
 expect = "no-match"
 log = '''
-widget alloc failed
-widget retry ok
+widget alloc failed, widget retry ok
 '''
 """
 
@@ -270,3 +269,29 @@ def test_shipped_rules_load_with_the_real_kb() -> None:
     } <= ids
     for rule in rules:
         assert rule.path.endswith(f"{rule.id}.toml")
+
+
+# --- diagnose-kb ---------------------------------------------------------------------------
+
+
+def test_kb_cli_lint_test_and_docs(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from diagnose.kbcli import app
+
+    runner = CliRunner()
+    good = write(tmp_path / "good", "cuda-oom/widget-alloc.toml", GOOD).parents[1]
+    result = runner.invoke(app, ["lint", "--only", str(good)])
+    assert result.exit_code == 0 and "1 rules OK" in result.output
+    result = runner.invoke(app, ["test", "--only", str(good)])
+    assert result.exit_code == 0 and "2 examples: 2 ok" in result.output
+    assert "cuda-oom/widget-alloc" in runner.invoke(app, ["docs", "--only", str(good)]).output
+
+    bad = write(tmp_path / "bad", "cuda-oom/widget-alloc.toml", GOOD.replace("0.6", '"x"'))
+    result = runner.invoke(app, ["lint", "--only", str(bad.parents[1])])
+    assert result.exit_code == 2 and f"{bad}:5: field 'confidence'" in result.output
+
+    wrong = GOOD.replace("widget: need 4096 bytes", "widget: needs 4096 bytes")
+    missed = write(tmp_path / "missed", "cuda-oom/widget-alloc.toml", wrong).parents[1]
+    result = runner.invoke(app, ["test", "--only", str(missed)])
+    assert result.exit_code == 1 and "missed: cuda-oom/widget-alloc:plain" in result.output
