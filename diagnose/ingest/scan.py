@@ -1,0 +1,481 @@
+"""Stream a huge log once and keep only the windows of lines around candidate errors.
+
+A server log can be gigabytes of healthy ``Decode batch`` lines with one crash near the end.
+:func:`scan` reads it in big chunks, finds candidate lines with a literal multi-pattern
+search (RE2's automaton over an alternation of plain literals, see ``TRIGGERS``), and keeps
+for each hit a window: ``before`` lines of context, the hit, then the following lines while
+they look like a traceback or frame block (indented, ``File "..."``, ``frame #N``, ``#N``,
+``N  0x...``) or fall within ``after`` lines of a hit.  Overlapping windows are merged.
+Each window is ``(first_line, lines)`` ready for ``normalize("\\n".join(lines),
+first_line=first_line)``, so line numbers stay those of the user's file.
+
+A second, caller-supplied literal set (``context_literals``) selects single lines for
+log-wide facts (server arguments, GPU names, versions, readiness lines).
+
+Memory is bounded by the chunk size plus ``max_bytes`` of kept text: when windows exceed
+the budget, the oldest ones after the first quarter of the budget are dropped (a crash is
+usually near the end, the start holds the configuration) and counted in
+``ScanResult.dropped_windows``.
+
+Inputs below ``WHOLE_INPUT_LIMIT`` bytes need no scan: ``normalize`` + ``find_regions`` over
+the whole text take well under a second there (``bench/scan_bench.py`` measures both).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+__all__ = [
+    "CONTEXT_LITERALS",
+    "TRIGGERS",
+    "WHOLE_INPUT_LIMIT",
+    "ScanResult",
+    "Window",
+    "scan",
+]
+
+#: Inputs smaller than this go through ``normalize`` + ``find_regions`` whole; larger ones
+#: through :func:`scan` first.  8 MiB is about 80k lines: a full parse costs ~1-2 s there
+#: on one core, and every paste from a chat or issue is far below it.
+WHOLE_INPUT_LIMIT = 8 * 1024 * 1024
+
+#: Literals that make a line a candidate.  Case variants are listed because the search is
+#: byte-exact.  Deliberately absent: ``CUDA`` and ``abort`` (healthy lines say "CUDA graph"
+#: and "Abort request"), bare ``fault`` (matches "default"), ``0x`` (healthy tensor dumps).
+TRIGGERS: tuple[bytes, ...] = (
+    b"rror",  # Error, error, RuntimeError, cudaErrorX
+    b"RROR",  # ERROR, CUDA_ERROR_X, [ERROR]
+    b"Traceback",
+    b"TraceBack",
+    b"xception",
+    b"ssert",  # assert, Assertion, AssertionError
+    b"SSERT",  # EP_HOST_ASSERT, GGML_ASSERT
+    b"Fatal",
+    b"FATAL",
+    b"Segmentation fault",
+    b"core dumped",
+    b"Killed",
+    b"out of memory",
+    b"OutOf",  # OutOfMemoryError, OutOfResources
+    b"out of resource",
+    b"RESOURCE_EXHAUSTED",
+    b"failed",
+    b"Failed",
+    b"FAILED",
+    b"failure",
+    b"imeout",  # timeout, Timeout
+    b"timed out",
+    b"terminate called",
+    b"what():",
+    b"frame #",
+    b"atchdog",  # Watchdog caught collective operation timeout
+    b"illegal",
+    b"misaligned",
+    b"no kernel image",
+    b"STATUS_",  # CUBLAS_STATUS_X, CUDNN_STATUS_X
+    b"non-zero status",
+    b"error status",
+    b"panicked",
+    b"received signal",
+    b"==ERROR",
+    b"========= ",
+    b"Skipping tactic",
+    b"Cannot profile",
+    b"too old",
+    b"nsupported",  # unsupported, Unsupported
+    b"not supported",
+)
+
+#: A starting set for ``context_literals``: lines that carry log-wide facts.
+CONTEXT_LITERALS: tuple[bytes, ...] = (
+    b"server_args=",
+    b"ServerArgs(",
+    b"non-default args",
+    b"Initializing a V1 LLM engine",
+    b"NVIDIA",
+    b"compute capability",
+    b"version",
+    b"Version",
+    b"The server is fired up",
+    b"Application startup complete",
+)
+
+_CHUNK = 16 * 1024 * 1024
+# A line longer than this is kept cut (the rest of it is skipped): a crash line is never
+# megabytes long, and an unbounded line would break the memory bound.
+_MAX_LINE = 1024 * 1024
+_MAX_CONTEXT_LINES = 10_000
+
+# A rank/process prefix to look past when judging continuation: "[rank3]:",
+# "(VllmWorker rank=2 pid=9)", "[1,6]<stdout>:", "[2025-01-01 10:00:00 TP3]".
+_PREFIX = re.compile(rb"(?:\[[^\]\n]{0,64}\](?:<\w+>)?:?|\([^)\n]{0,96}\))[ \t]?")
+_FRAME_START = (
+    b'File "',
+    b"frame #",
+    b"#",
+    b"Exception raised from",
+    b"The above exception",
+    b"During handling",
+    b"Traceback",
+    b"what():",
+    b"Current thread 0x",
+    b"Thread 0x",
+    b"@ 0x",
+    b"=========",
+)
+_NUMBERED_FRAME = re.compile(rb"\d+\s+0x[0-9a-fA-F]+\s|\S+\((?:\S*\+)?0x[0-9a-fA-F]+\)\s*\[0x")
+
+
+class Window(NamedTuple):
+    """Consecutive raw lines around one or more hits, and the line number of the first."""
+
+    first_line: int
+    lines: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class ScanResult:
+    """What :func:`scan` kept from one stream."""
+
+    windows: tuple[Window, ...]
+    context: tuple[tuple[int, str], ...]  # (line number, raw line) per context-literal line
+    total_lines: int
+    total_bytes: int
+    hits: int  # candidate lines found (before merging into windows)
+    dropped_windows: int = 0
+
+
+def _continues(line: bytes) -> bool:
+    """Does a raw line look like part of a traceback or frame block?"""
+    if line[:1] in (b" ", b"\t"):
+        return True
+    if line[:1] in (b"[", b"("):
+        m = _PREFIX.match(line)
+        if m is not None:
+            line = line[m.end() :]
+            if line[:1] in (b" ", b"\t"):
+                return True
+    return line.startswith(_FRAME_START) or _NUMBERED_FRAME.match(line) is not None
+
+
+def _literal_pattern(literals: Sequence[bytes | str]) -> bytes:
+    """One alternation of escaped literals (RE2 runs it as a single automaton)."""
+    parts = [lit.encode() if isinstance(lit, str) else lit for lit in literals]
+    return b"|".join(re.escape(p) for p in parts if p)
+
+
+class _Windows:
+    """Kept windows under a byte budget: the head is kept, the newest tail after it."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.head: list[Window] = []
+        self.tail: deque[tuple[Window, int]] = deque()
+        self.head_bytes = 0
+        self.tail_bytes = 0
+        self.max_bytes = max_bytes
+        self.dropped = 0
+
+    def add(self, window: Window, size: int) -> None:
+        if not self.tail and self.head_bytes + size <= self.max_bytes // 4:
+            self.head.append(window)
+            self.head_bytes += size
+            return
+        self.tail.append((window, size))
+        self.tail_bytes += size
+        while self.tail_bytes > self.max_bytes - self.head_bytes and len(self.tail) > 1:
+            _, old = self.tail.popleft()
+            self.tail_bytes -= old
+            self.dropped += 1
+
+    def all(self) -> tuple[Window, ...]:
+        return tuple(self.head) + tuple(w for w, _ in self.tail)
+
+
+class _Open:
+    """The window being built: its lines, where it ends, how many after-lines it still owes."""
+
+    __slots__ = ("first", "last", "lines", "owed", "size")
+
+    def __init__(self, first: int, lines: list[str], size: int) -> None:
+        self.first = first
+        self.lines = lines
+        self.last = first + len(lines) - 1
+        self.owed = 0
+        self.size = size
+
+
+def _lines_in(buf: bytes, start: int, end: int) -> Iterator[tuple[int, int]]:
+    """(begin, end) byte offsets of the lines of ``buf[start:end]`` (end excludes ``\\n``)."""
+    pos = start
+    while pos < end:
+        nl = buf.find(b"\n", pos, end)
+        stop = end if nl == -1 else nl
+        yield pos, stop
+        pos = stop + 1
+
+
+def _decode(raw: bytes) -> str:
+    return raw.decode("utf-8", errors="replace")
+
+
+def scan(
+    stream: BinaryIO,
+    *,
+    context_literals: Sequence[bytes | str] = (),
+    before: int = 20,
+    after: int = 5,
+    chunk_size: int = _CHUNK,
+    max_window_lines: int = 20_000,
+    max_bytes: int = 32 * 1024 * 1024,
+    triggers: Sequence[bytes | str] = TRIGGERS,
+) -> ScanResult:
+    """Read ``stream`` to the end and return the windows around its candidate error lines.
+
+    ``before`` lines of context precede each hit; ``after`` lines follow it, and the window
+    goes on while lines continue a traceback or frame block, up to ``max_window_lines``
+    (a million-frame trace is kept cut, not whole).  Never raises on content; I/O errors
+    of ``stream`` propagate.
+    """
+    import re2  # lazy: only huge inputs need it
+
+    options = re2.Options()
+    options.never_capture = True
+    trig = [t.encode() if isinstance(t, str) else t for t in triggers if t]
+    ctx = [c.encode() if isinstance(c, str) else c for c in context_literals if c]
+    scanner = _Scanner(
+        # one pass finds both sets; the matched literal says which set it came from
+        re2.compile(_literal_pattern([*trig, *ctx]), options=options),
+        frozenset(trig),
+        re2.compile(_literal_pattern(trig), options=options),
+        re2.compile(_literal_pattern(ctx), options=options) if ctx else None,
+        max(0, before),
+        max(0, after),
+        max(1, max_window_lines),
+        max_bytes,
+    )
+    carry = b""  # the unfinished last line of the previous chunk
+    skipping = False  # inside the cut-off rest of an over-long line
+    total = 0
+    size = max(64 * 1024, chunk_size)
+    while True:
+        data = stream.read(size)
+        if not data:
+            break
+        total += len(data)
+        start = 0
+        if skipping:
+            nl = data.find(b"\n")
+            if nl == -1:
+                continue
+            start, skipping = nl + 1, False
+        if carry:
+            # finish the carried line on its own so that the big chunk is never copied
+            nl = data.find(b"\n", start)
+            if nl == -1:
+                carry, skipping = _hold(scanner, carry + data[start:])
+                continue
+            line = carry + data[start : nl + 1]
+            scanner.feed(line, 0, len(line))
+            carry, start = b"", nl + 1
+        cut = data.rfind(b"\n", start)
+        if cut == -1:
+            carry, skipping = _hold(scanner, data[start:])
+            continue
+        scanner.feed(data, start, cut + 1)
+        carry, skipping = _hold(scanner, data[cut + 1 :])
+    if carry:
+        scanner.feed(carry + b"\n", 0, len(carry) + 1)
+    return scanner.result(total)
+
+
+class _Scanner:
+    """The per-buffer work of :func:`scan`: hits, windows, context lines, line numbers."""
+
+    def __init__(
+        self,
+        union: Any,
+        trigger_set: frozenset[bytes],
+        trigger: Any,
+        context: Any,
+        before: int,
+        after: int,
+        max_window_lines: int,
+        max_bytes: int,
+    ) -> None:
+        self.union = union
+        self.trigger_set = trigger_set
+        self.trigger = trigger
+        self.context = context
+        self.before = before
+        self.after = after
+        self.max_window_lines = max_window_lines
+        self.max_window_bytes = max(1, max_bytes // 4)
+        self.kept = _Windows(max_bytes)
+        self.open: _Open | None = None
+        self.line_base = 1  # number of the first line of the next buffer
+        self.lo = 0  # where the current buffer's lines start
+        self.tail: deque[bytes] = deque(maxlen=before)  # last lines of earlier buffers
+        self.hits = 0
+        self.context_lines: list[tuple[int, str]] = []
+
+    def feed(self, buf: bytes, lo: int, hi: int) -> None:
+        """Process ``buf[lo:hi]``: whole lines, the last one ending in ``\\n`` at ``hi - 1``."""
+        self.lo = lo
+        end = hi - 1  # the final newline
+        pos, line_no = lo, self.line_base
+        if self.open is not None:
+            pos, line_no = self._extend(buf, pos, line_no, end)
+        search = self.union.search
+        while pos < end:
+            m = search(buf, pos, end)
+            if m is None:
+                break
+            start = buf.rfind(b"\n", pos, m.start()) + 1 or pos
+            line_no += buf.count(b"\n", pos, start)
+            if m.group() not in self.trigger_set:
+                # a context literal came first on this line; a trigger may still follow
+                stop = buf.find(b"\n", m.start())
+                self._note_context(line_no, buf[start:stop])
+                if self.trigger.search(buf, m.end(), stop) is None:
+                    pos, line_no = stop + 1, line_no + 1
+                    continue
+            self.hits += 1
+            self._open_at(buf, start, line_no)
+            pos, line_no = self._extend(buf, start, line_no, end, hit_first=True)
+        self._remember_tail(buf, end)
+        # lines before ``pos`` were counted on the way; count the rest in one pass
+        self.line_base = line_no + buf.count(b"\n", pos, hi)
+
+    def _open_at(self, buf: bytes, start: int, line_no: int) -> None:
+        """Start a window at the hit on ``line_no``, or continue the open one."""
+        want = max(1, line_no - self.before)
+        prev = self.open
+        if prev is not None and prev.last >= want - 1:
+            want = prev.last + 1
+        context = self._lines_before(buf, start, line_no - want)
+        if prev is not None and prev.last + 1 == line_no - len(context):
+            prev.lines.extend(context)
+            prev.size += sum(len(s) for s in context)
+            prev.last = line_no - 1
+            return
+        self._close()
+        self.open = _Open(line_no - len(context), context, sum(len(s) for s in context))
+
+    def _lines_before(self, buf: bytes, start: int, count: int) -> list[str]:
+        """The ``count`` raw lines before offset ``start`` (from earlier buffers if needed)."""
+        out: list[bytes] = []
+        pos, lo = start, self.lo
+        while len(out) < count and pos > lo:
+            prev = buf.rfind(b"\n", lo, pos - 1) + 1 or lo
+            out.append(buf[prev : pos - 1])
+            pos = prev
+        if len(out) < count and pos == lo:
+            need = count - len(out)
+            out.extend(reversed(list(self.tail)[-need:]))
+        out.reverse()
+        return [_decode(x) for x in out]
+
+    def _extend(
+        self, buf: bytes, pos: int, line_no: int, end: int, hit_first: bool = False
+    ) -> tuple[int, int]:
+        """Append lines from ``pos`` to the open window while they belong to it."""
+        win = self.open
+        if win is None:
+            return pos, line_no
+        search = self.trigger.search
+        context = self.context
+        blanks = 0
+        for begin, stop in _lines_in(buf, pos, end + 1):
+            raw = buf[begin:stop]
+            if hit_first:
+                hit, hit_first = True, False
+            else:
+                hit = search(raw) is not None
+                self.hits += hit
+                if context is not None and context.search(raw) is not None:
+                    self._note_context(line_no, raw)
+            if hit:
+                win.owed = self.after
+                blanks = 0
+            elif not raw.strip():
+                blanks += 1
+                if blanks > 2 and win.owed <= 0:
+                    return self._stop(begin, line_no)
+                win.owed -= 1
+            elif win.owed > 0:
+                win.owed -= 1
+                blanks = 0
+            elif _continues(raw):
+                blanks = 0
+            else:
+                return self._stop(begin, line_no)
+            text = _decode(raw)
+            win.lines.append(text)
+            win.size += len(text)
+            win.last = line_no
+            line_no += 1
+            if len(win.lines) >= self.max_window_lines or win.size > self.max_window_bytes:
+                self._close()
+                return stop + 1, line_no
+        return end + 1, line_no
+
+    def _stop(self, begin: int, line_no: int) -> tuple[int, int]:
+        """End the open window before the line at ``begin``; drop its trailing blank lines."""
+        win = self.open
+        if win is not None:
+            while len(win.lines) > 1 and not win.lines[-1].strip():
+                win.size -= len(win.lines.pop())
+                win.last -= 1
+        return begin, line_no
+
+    def _close(self) -> None:
+        if self.open is not None:
+            self.kept.add(Window(self.open.first, self.open.lines), self.open.size)
+            self.open = None
+
+    def _note_context(self, line_no: int, raw: bytes) -> None:
+        """Keep one context-literal line (up to ``_MAX_CONTEXT_LINES`` of them)."""
+        if len(self.context_lines) < _MAX_CONTEXT_LINES:
+            self.context_lines.append((line_no, _decode(raw)))
+
+    def _remember_tail(self, buf: bytes, end: int) -> None:
+        """Keep the last ``before`` lines for a window that opens early in the next buffer."""
+        if not self.before:
+            return
+        pieces: list[bytes] = []
+        pos, lo = end, self.lo
+        while len(pieces) < self.before:
+            prev = buf.rfind(b"\n", lo, pos) + 1 or lo
+            pieces.append(buf[prev:pos])
+            if prev == lo:
+                break
+            pos = prev - 1
+        self.tail.extend(reversed(pieces))
+
+    def result(self, total_bytes: int) -> ScanResult:
+        """Close the open window and return everything kept."""
+        self._close()
+        return ScanResult(
+            windows=self.kept.all(),
+            context=tuple(self.context_lines),
+            total_lines=self.line_base - 1,
+            total_bytes=total_bytes,
+            hits=self.hits,
+            dropped_windows=self.kept.dropped,
+        )
+
+
+def _hold(scanner: _Scanner, rest: bytes) -> tuple[bytes, bool]:
+    """Carry an unfinished line, or emit its head now when it is over-long (then skip on)."""
+    if len(rest) < _MAX_LINE:
+        return rest, False
+    head = rest[:_MAX_LINE] + b"\n"
+    scanner.feed(head, 0, len(head))
+    return b"", True

@@ -1,0 +1,1036 @@
+"""Find each distinct failure in a normalised log and group the lines that belong to it.
+
+:func:`find_regions` turns the :class:`~diagnose.model.LogLine` sequence made by
+``diagnose.ingest.normalize.normalize`` into :class:`~diagnose.model.Region` objects, one per
+distinct failure, in the order the failures first appear.
+
+How it works, in one linear pass per stage:
+
+1. Every line gets a class from cheap literal tests (``_classify``): traceback header, Python
+   frame, C++ frame of any dialect, ``what():``, error vocabulary, blank, ...  Only the first
+   ``_WINDOW`` characters of a line are looked at, so a megabyte-long template name costs no
+   more than a short line.
+2. Lines are split into streams by ``LogLine.rank``.  Multi-rank logs interleave lines of
+   several processes; a traceback is only contiguous inside its own rank's stream.  A line
+   without a rank prefix belongs to the stream of the line before it, because loggers that
+   prefix a multi-line record (glog, c10) prefix only its first line.
+3. Each stream is walked by a small state machine that opens a region at a header (a
+   traceback, ``terminate called``, ``Fatal Python error``, a sanitizer report, a frame block
+   or an error-vocabulary line) and extends it while the following lines continue it.
+4. Copies of the same failure, printed by several ranks or repeated, are merged by a
+   signature: the message with numbers, addresses and hashes masked, plus the frames'
+   functions.  The first copy is kept as the evidence, with ``count`` and ``ranks``.
+
+The function never raises: malformed input yields fewer or smaller regions, not errors.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from diagnose.model import Frame, LogLine, Region
+
+if TYPE_CHECKING:
+    _FrameParser = Callable[[LogLine], Frame | None]
+
+__all__ = ["REGION_KINDS", "find_regions"]
+
+#: Every value :attr:`Region.kind` can take.
+REGION_KINDS = (
+    "python-traceback",
+    "cpp-backtrace",
+    "cpp-terminate",
+    "trtllm-error",
+    "cuda-error",
+    "nccl-error",
+    "nvshmem-error",
+    "triton-error",
+    "faulthandler",
+    "sanitizer",
+    "gdb-backtrace",
+    "error-line",
+)
+
+# Only this many leading characters of a line are classified: every marker we look for sits
+# near the start of its line, and a bounded window keeps the pass linear in the line count.
+_WINDOW = 2048
+# A region keeps at most this many parsed frames (the body keeps every line).  A recursion
+# crash can print a million frames; the top of the stack is what identifies the failure.
+_MAX_FRAMES = 256
+# Frames that enter the de-duplication signature.
+_SIGNATURE_FRAMES = 32
+# Free-text lines accepted after an exception line as part of its message (ninja output,
+# multi-line ValueError text).  Frame lines do not count against it.
+_MAX_MESSAGE_LINES = 40
+# A message is cut here; the full line stays in the region body.
+_MAX_MESSAGE = 4096
+
+# --- line classes ----------------------------------------------------------------------------
+
+_BLANK = 0
+_OTHER = 1  # not indented, no vocabulary
+_CODE = 2  # indented text (a traceback's source line, a message continuation)
+_TB = 3  # "Traceback (most recent call last):"
+_CHAIN = 4  # "The above exception was the direct cause ..." / "During handling ..."
+_PYFRAME = 5  # File "x.py", line 3, in f
+_FRAME = 6  # a C/C++ frame: gdb/ASan "#N", c10 "frame #N:", TRT-LLM "N 0x...", glibc, glog
+_C10HDR = 7  # "Exception raised from f at file:line (most recent call first):"
+_HINT = 8  # "CUDA kernel errors might be asynchronously reported ..." and friends
+_TERM = 9  # "terminate called after throwing an instance of 'X'"
+_WHAT = 10  # "  what():  text"
+_FATALPY = 11  # "Fatal Python error: Segmentation fault"
+_THREAD = 12  # faulthandler "Current thread 0x... (most recent call first):"
+_ASAN = 13  # "==123==ERROR: AddressSanitizer: ..."
+_CSAN = 14  # "========= ..." (compute-sanitizer)
+_GDBSIG = 15  # "Thread 1 "python" received signal SIGSEGV, Segmentation fault."
+_GDBNOISE = 16  # gdb chatter around a backtrace ("[New LWP 12]", "Using host libthread_db")
+_ERR = 17  # an error-vocabulary line
+
+# Classes that open a region of their own and so end whatever free text came before.
+_STARTERS = frozenset({_TB, _CHAIN, _TERM, _FATALPY, _ASAN, _CSAN, _GDBSIG})
+# Classes that may follow a message as its attached native backtrace.
+_TAIL = frozenset({_FRAME, _C10HDR, _HINT, _GDBNOISE, _GDBSIG})
+
+_HEX = r"0[xX][0-9a-fA-F]+"
+_PYFRAME_RE = re.compile(r'File "[^"]*", line (?:\d+|\?\?\?)')
+_HASH_FRAME_RE = re.compile(r"#\d+\s+\S")
+_NUMBERED_FRAME_RE = re.compile(rf"\d+\s+{_HEX}\s+\S")
+_GLIBC_FRAME_RE = re.compile(rf"\S\((?:[^()\s]*\+)?{_HEX}\)\s*\[{_HEX}\]|\S\s\[{_HEX}\]$")
+_GLOG_FRAME_RE = re.compile(rf"@\s+{_HEX}\s")
+_RUST_FRAME_RE = re.compile(r"\d+: [\w<][\w:<>$. ]*::")
+_JAVA_FRAME_RE = re.compile(r"at [\w$.]+\.[\w$<>]+\([^()]*\)$")
+_THREAD_RE = re.compile(
+    rf"(?:Current thread|Thread) {_HEX} \(most recent call first\)|Stack \(most recent call"
+    rf"|Current thread's C stack|Extension modules: "
+)
+_ASAN_RE = re.compile(r"==\d+==\s*ERROR: \w*Sanitizer")
+_ASAN_END_RE = re.compile(r"==\d+==ABORTING")
+_GDBNOISE_RE = re.compile(
+    r"\[New (?:LWP|Thread) |\[Thread debugging using|Using host libthread_db"
+    rf"|{_HEX} in \S|\d+\t|\d+\s+in \S|\d+\s+\S+: No such file|\(gdb\)"
+    r"|\[Inferior \d+ \(process \d+\) (?:detached|exited)"
+    r"|\[Thread 0x[0-9a-f]+ \(LWP \d+\) exited\]|Thread \d+ \(Thread |Backtrace stopped:"
+)
+_CHAIN_RE = re.compile(
+    r"The above exception was the direct cause|During handling of the above exception"
+)
+_HINT_RE = re.compile(
+    r"CUDA kernel errors might be asynchronously|For debugging consider passing CUDA_LAUNCH"
+    r"|Compile with `TORCH_USE_CUDA_DSA`|Device-side assertions were explicitly omitted"
+    r"|Search for `cuda\w+' in https|current device: \d+, in function|err$"
+    r"|\(run with NCCL_DEBUG=INFO for details\)$|Last error:$|note: run with `RUST_BACKTRACE"
+)
+# A line that begins a new log record: a timestamp, a level word, a glog header or a
+# bracketed tag.  Free text after an exception line stops at one.
+_RECORD_RE = re.compile(
+    r"\[?\d{4}[-/]\d\d[-/]\d\d|\[?\d\d[-/]\d\d[-/ ]\d\d|\[?\d\d:\d\d:\d\d"
+    r"|(?:INFO|WARNING|WARN|DEBUG|ERROR|CRITICAL|FATAL|TRACE)\b|[IWEF]\d{4} \d\d:"
+    r"|\[[A-Za-z][^\]]{0,40}\]"
+)
+# An exception line: a (dotted) class name ending in Error/Exception/... then ":" or end.
+_EXC_RE = re.compile(
+    r"(?:[A-Za-z_]\w*\.)*(?:[A-Za-z_]\w*)?(?:Error|Exception|Exit|Interrupt|Failure|Fault"
+    r"|OutOfResources|OutOfMemory)\b(?::|\s*$)"
+)
+
+# The same with a CamelCase last component: tells an exception line from a source line.
+_EXC_SHAPE_RE = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?::\s|:$|$)")
+# Python 3.11+ column markers under a source line.
+_MARKER_RE = re.compile(r"\s*[~^]+\s*$")
+
+# --- error vocabulary ------------------------------------------------------------------------
+
+# Literal pre-tests: a line that contains none of these is not an error line, and the
+# regexes below never run on it.  Chosen so every pattern below contains one of them.
+_ERR_LITERALS = (
+    "rror",
+    "RROR",
+    "xception",
+    "fail",
+    "Fail",
+    "FAIL",
+    "ssert",
+    "SSERT",
+    " fault",
+    "Fault",
+    "segfault",
+    "Killed",
+    "bort",
+    "OutOfMemory",
+    "enough memory",
+    "OOM",
+    "out of",
+    "imeout",
+    "timed out",
+    "TIMEOUT",
+    "illegal",
+    "misaligned",
+    "kernel image",
+    "invalid device",
+    "STATUS_",
+    "NCCL",
+    "nccl",
+    "resource",
+    "Resource",
+    "RESOURCE",
+    "anick",
+    "atchdog",
+    "too old",
+    "is too",
+    "than the",
+    "toolchain",
+    "compatibility",
+    "tactic",
+    "profile configuration",
+    "valid GEMM config",
+    "SIGSEGV",
+    "SIGABRT",
+    "SIGBUS",
+    "SIGILL",
+    "SIGKILL",
+    "signal",
+    "core dumped",
+    "Illegal instruction",
+    "status:",
+    "not supported",
+    "unsupported",
+    "Unsupported",
+    "No space left",
+    "EP_HOST_ASSERT",
+)
+
+# (kind, weight, pattern): the first pattern of the highest weight decides a line's kind.
+# Weight 3 names a specific failure, 2 a subsystem error, 1 a generic fatal-looking word.
+_VOCAB: tuple[tuple[str, int, re.Pattern[str]], ...] = (
+    ("trtllm-error", 3, re.compile(r"\[TensorRT-LLM\]\[ERROR\].*(?:Assertion failed|rror)")),
+    ("trtllm-error", 2, re.compile(r"\[TensorRT-LLM\]\[ERROR\]|\[TRT-LLM\] \[E\]")),
+    (
+        "nvshmem-error",
+        3,
+        re.compile(
+            r"nvshmem\S*:\d+:?.{0,80}?(?:non-zero status|error status|failed)"
+            r"|NVSHMEMX?_ERROR_\w+|\bnvshmem\w*: .{0,40}(?:error|failed)",
+            re.IGNORECASE,
+        ),
+    ),
+    (
+        "triton-error",
+        3,
+        re.compile(
+            r"triton\.[\w.]*(?:OutOfResources|CompilationError|PTXASError|Error)"
+            r"|out of resource: shared memory|OutOfResources|PassManager::run failed"
+            r"|PTXAS error|ptxas fatal"
+        ),
+    ),
+    (
+        "nccl-error",
+        3,
+        re.compile(
+            r"NCCL error|nccl(?:Unhandled\w+|System|Internal|InvalidArgument|InvalidUsage"
+            r"|Remote)Error|NCCL WARN .{0,200}?(?:fail|rror|imeout|bort)|DistBackendError"
+            r"|NCCL communicator was aborted"
+        ),
+    ),
+    (
+        "cuda-error",
+        3,
+        re.compile(
+            r"illegal memory access|misaligned address|unspecified launch failure"
+            r"|no kernel image is available|invalid device function|device-side assert"
+            r"|CUBLAS_STATUS_(?!SUCCESS)\w+|CUDNN_STATUS_(?!SUCCESS)\w+|CUSPARSE_STATUS_\w+"
+            r"|CUDA_ERROR_\w+|cudaError(?!Success)[A-Z]\w+|CUDA out of memory"
+            r"|driver (?:on your system )?is too old|driver version is insufficient"
+            r"|forward compatibility was attempted|unsupported toolchain|illegal instruction"
+            r"|an illegal \w+ was encountered|invalid resource handle"
+        ),
+    ),
+    (
+        "cuda-error",
+        2,
+        re.compile(
+            r"CUDA (?:error|Error|ERROR|failure|runtime error)|Cuda failure|cuda failed"
+            r"|CUDA Runtime Error|CUresult|cuMem\w+ failed|cublas\w* failed"
+        ),
+    ),
+    (
+        "nccl-error",
+        3,
+        re.compile(
+            r"Watchdog caught collective operation timeout|watchdog thread terminated"
+            r"|detected by watchdog|Some NCCL operations have failed or timed out"
+            r"|Timeout at NCCL work|[Hh]eartbeat monitor timed out"
+        ),
+    ),
+    (
+        "sanitizer",
+        3,
+        re.compile(r":\d+(?::\d+)?: runtime error: |\w+Sanitizer: |COMPUTE-SANITIZER"),
+    ),
+    (
+        "error-line",
+        3,
+        re.compile(
+            r"out of memory|OutOfMemory|\bOOM\b|RESOURCE_EXHAUSTED|Not enough memory"
+            r"|EP_HOST_ASSERT|Assertion .{0,400}?failed|Assertion failed|GGML_ASSERT"
+            r"|:\s*Assertion [`']"  # glibc assert(): "file:12: f: Assertion `x' failed."
+            r"|Error Internal|out of resource|Segmentation fault|core dumped|Bus error"
+            r"|Floating point exception|Illegal instruction|\bSIG(?:SEGV|ABRT|BUS|ILL|KILL|FPE)\b"
+            r"|^Killed\b|\bKilled\s+\S|panicked at|No space left on device"
+            r"|Skipping tactic|Cannot profile configuration|not found any valid \w+ config"
+            r"|[Ff]atal error|Error building extension|build stopped: subcommand failed"
+        ),
+    ),
+    (
+        "error-line",
+        2,
+        re.compile(
+            r"(?:^|[\s:\[(`'\"])(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)(?::|\s*$)"
+            r"|^AssertionError|(?:^|[):]\s*)error:|^Error:\s*\S|^FAILED:|\[E\]|\bERROR\b"
+            r"|\b(?:[Ff]ailed|FAILED)(?::|\s+(?:to|with|in|at)\b)"
+            r"|\b(?:not supported|unsupported|Unsupported)\b.{0,80}"
+            r"\b(?:arch|architecture|sm_?\d+|GPU|device)"
+            r"|\b[A-Z]\w* Error!|\bis too (?:small|SMALL|large|LARGE)\b"
+            r"|\bis (?:larger|greater) than the (?:profiled|maximum|derived)\b"
+        ),
+    ),
+    ("error-line", 1, re.compile(r"\b(?:failed|FAILED|Aborted|abort)\b|imed? ?out\b")),
+)
+
+_STRUCTURED_KINDS = frozenset(
+    {"trtllm-error", "nvshmem-error", "triton-error", "nccl-error", "cuda-error", "sanitizer"}
+)
+
+# --- messages and signatures -----------------------------------------------------------------
+
+# Log-record prefixes that say nothing about the failure: timestamps, level words, glog and
+# c10 headers, vLLM's "ERROR 01-02 12:00:00 file.py:12]", TRT-LLM tags, quote markers.
+_PREFIX_RE = re.compile(
+    r"\s*(?:"
+    r">\s+"
+    r"|\([\w ]+? (?:rank=\d+ )?pid=\d+(?:, ip=[\d.]+)?\)\s*"
+    r"|\[?\d{4}[-/]\d\d[-/]\d\d[T ]?[\d:.,]*Z?\]?(?: \w+\d)*\]?:?\s*"
+    r"|\[\d\d/\d\d/\d{4}-[\d:]+\]\s*"
+    r"|(?:INFO|WARNING|WARN|DEBUG|ERROR|CRITICAL|FATAL)\s*(?:\d\d-\d\d [\d:.]+\s+)?"
+    r"(?:\[?[\w./-]+:\d+\]\s*)?(?:[:|]\s*)?"
+    r"|\[?[IWEF]\d{4} [\d:.]+(?: +\d+)? [\w./-]+:\d+\]\s*"
+    r"|\[[IWEF] ?[\w./-]*:\d+\]\s*"
+    r"|\[TensorRT-LLM\](?:\[[A-Z]+\])?\s*|\[TRT-LLM\] \[[A-Z]\]\s*"
+    r"|==\d+==\s*(?:ERROR:\s*)?"
+    r"|=+\s+"
+    r"|what\(\):\s*"
+    r")"
+)
+_RANK_TEXT_RE = re.compile(r"\[(?:PG [^\]]*?)?Rank (\d+)\]")
+_MASK_RE = re.compile(rf"{_HEX}|\b[0-9a-fA-F]{{8,}}\b|\d+")
+
+
+def _strip_prefixes(text: str) -> str:
+    """Drop log-record prefixes from ``text`` so the message starts at the error itself."""
+    out = text.strip()
+    for _ in range(8):  # bounded: each round removes one prefix
+        m = _PREFIX_RE.match(out)
+        if m is None or m.end() == 0:
+            break
+        rest = out[m.end() :].strip()
+        if not rest:
+            break
+        out = rest
+    return out[:_MAX_MESSAGE]
+
+
+def _mask(text: str) -> str:
+    """Mask numbers, addresses and hashes so copies from other ranks/pids compare equal."""
+    return _MASK_RE.sub("#", text[:_WINDOW])
+
+
+# --- classification --------------------------------------------------------------------------
+
+
+def _is_frame(s: str) -> bool:
+    """True when the stripped text ``s`` is a C/C++ (or Rust/Java) stack-frame line."""
+    first = s[0]
+    if first == "#":
+        return _HASH_FRAME_RE.match(s) is not None
+    if first == "f":
+        return s.startswith("frame #")
+    if first.isdigit():
+        return (
+            _NUMBERED_FRAME_RE.match(s) is not None
+            or _RUST_FRAME_RE.match(s) is not None
+            or _GLIBC_FRAME_RE.search(s) is not None
+        )
+    if first == "@":
+        return _GLOG_FRAME_RE.match(s) is not None
+    if first == "a" and s.startswith("at "):
+        return _JAVA_FRAME_RE.match(s) is not None
+    if "[0x" in s:
+        return _GLIBC_FRAME_RE.search(s) is not None
+    return False
+
+
+_ERR_LITERAL_RE = re.compile("|".join(re.escape(lit) for lit in _ERR_LITERALS))
+
+
+def _has_err_literal(t: str) -> bool:
+    """Cheap pre-test: does ``t`` contain any literal that the error vocabulary needs?"""
+    return _ERR_LITERAL_RE.search(t) is not None
+
+
+def _literal_lines(texts: Sequence[str]) -> list[bool]:
+    """For each text, whether it holds an error literal: one RE2 pass over all of them.
+
+    RE2 runs the alternation of literals as one automaton over the joined UTF-8 text (about
+    50x faster than ``re`` on this pattern), and the pass resumes at the next line after a
+    hit, so it stays linear.  UTF-8 never puts a ``\\n`` byte inside a character, so byte
+    newlines still separate the texts.
+    """
+    import re2  # lazy: the CLI's --help path must not pay for it
+
+    flags = [False] * len(texts)
+    joined = "\n".join(
+        (t[:_WINDOW].replace("\n", " ") if "\n" in t else t[:_WINDOW]) for t in texts
+    ).encode("utf-8", errors="replace")
+    search = _literal_automaton(re2).search
+    pos, index = 0, 0
+    while True:
+        m = search(joined, pos)
+        if m is None:
+            break
+        index += joined.count(b"\n", pos, m.start())
+        flags[index] = True
+        nl = joined.find(b"\n", m.end())
+        if nl == -1:
+            break
+        pos, index = nl + 1, index + 1
+    return flags
+
+
+_AUTOMATON: list[Any] = []
+
+
+def _literal_automaton(re2: Any) -> Any:
+    """The compiled RE2 alternation of ``_ERR_LITERALS`` (built once, on first use)."""
+    if not _AUTOMATON:
+        options = re2.Options()
+        options.never_capture = True
+        pattern = b"|".join(re.escape(lit.encode()) for lit in _ERR_LITERALS)
+        _AUTOMATON.append(re2.compile(pattern, options=options))
+    return _AUTOMATON[0]
+
+
+def _vocab(text: str) -> tuple[str, int] | None:
+    """Return ``(kind, weight)`` of the strongest error-vocabulary match in ``text``."""
+    t = text[:_WINDOW]
+    if not _has_err_literal(t):
+        return None
+    best: tuple[str, int] | None = None
+    for kind, weight, pattern in _VOCAB:
+        if best is not None and weight <= best[1]:
+            continue
+        if pattern.search(t):
+            best = (kind, weight)
+            if weight == 3:
+                break
+    return best
+
+
+def _classify(text: str, has_literal: bool = True) -> int:
+    """Return the line class of one normalised line (see the ``_`` class constants).
+
+    ``has_literal`` False says the line holds no error literal (see :func:`_literal_lines`),
+    which skips the vocabulary regexes.
+    """
+    t = text[:_WINDOW]
+    s = t.lstrip()
+    if not s:
+        return _BLANK
+    indented = len(s) != len(t)
+    first = s[0]
+    if first == "F":
+        if s.startswith('File "') and _PYFRAME_RE.match(s):
+            return _PYFRAME
+        if s.startswith("Fatal Python error"):
+            return _FATALPY
+    if first == "=":
+        if s.startswith("========="):
+            return _CSAN
+        if _ASAN_RE.match(s):
+            return _ASAN
+    if "ost recent call last" in t and re.search(r"[Tt]race[Bb]ack \(most recent call last\)", t):
+        return _TB
+    if _is_frame(s):
+        return _FRAME
+    if first == "E" and s.startswith("Exception raised from "):
+        return _C10HDR
+    if first == "t" and s.startswith("terminate called"):
+        return _TERM
+    if first == "w" and s.startswith("what():"):
+        return _WHAT
+    if "exception" in t and _CHAIN_RE.search(t):
+        return _CHAIN
+    if ("thread" in t or "Thread" in t or "Stack" in t or "Extension" in t) and _THREAD_RE.match(s):
+        return _THREAD
+    if "received signal SIG" in t:
+        return _GDBSIG
+    if _HINT_RE.match(s):
+        return _HINT
+    if first in "[0U(T123456789B" and _GDBNOISE_RE.match(s):
+        return _GDBNOISE
+    if has_literal and _vocab(s) is not None:
+        return _ERR
+    return _CODE if indented else _OTHER
+
+
+# --- region assembly -------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Found:
+    """A region found in one stream, before frames are parsed and copies are merged."""
+
+    kind: str
+    start: int  # stream index of the first line
+    end: int  # stream index one past the last line
+    message: int  # stream index of the message line
+    message_text: str
+    truncated: bool = False
+    has_message: bool = True  # False: a traceback that ends before its exception line
+
+
+class _Stream:
+    """The lines of one rank (or of the whole log) and the state machine that reads them."""
+
+    def __init__(self, lines: list[LogLine], classes: list[int]) -> None:
+        self.lines = lines
+        self.cls = classes
+        self.n = len(lines)
+        # nxt[i]: index of the first non-blank line at or after i (n when none): lets a
+        # blank line be judged by what follows it without rescanning (linear overall).
+        nxt = [self.n] * (self.n + 1)
+        for i in range(self.n - 1, -1, -1):
+            nxt[i] = i if classes[i] != _BLANK else nxt[i + 1]
+        self.nxt = nxt
+
+    def regions(self) -> list[_Found]:
+        """Walk the stream once and return the regions in order."""
+        out: list[_Found] = []
+        i, n, cls = 0, self.n, self.cls
+        while i < n:
+            c = cls[i]
+            found: _Found | None = None
+            if c in (_TB, _CHAIN, _PYFRAME) or (
+                c in (_CODE, _OTHER) and self._code_opens_traceback(i)
+            ):
+                found = self._traceback(i)
+            elif c in (_FATALPY, _THREAD):
+                found = self._faulthandler(i)
+            elif c == _ASAN:
+                found = self._asan(i)
+            elif c == _CSAN:
+                out.extend(self._csan(i))
+                i = self._csan_end(i)
+                continue
+            elif c in (_FRAME, _C10HDR, _GDBSIG):
+                found = self._frames(i)
+            elif c in (_ERR, _TERM, _WHAT):
+                found = self._chained(self._error_block(i))
+            if found is None:
+                i += 1
+                continue
+            out.append(found)
+            i = max(found.end, i + 1)
+        return out
+
+    def _chained(self, found: _Found) -> _Found:
+        """An exception line followed by "The above exception was the direct cause ...".
+
+        The paste began after the first traceback's frames; the chain makes the error line
+        and the traceback that follows one failure whose message is the final exception.
+        """
+        k = self.nxt[found.end]
+        if k >= self.n or self.cls[k] != _CHAIN:
+            return found
+        tb = self._traceback(k)
+        if tb.has_message:
+            return _Found(
+                "python-traceback", found.start, tb.end, tb.message, tb.message_text, tb.truncated
+            )
+        return _Found(
+            "python-traceback", found.start, tb.end, found.message, found.message_text, True
+        )
+
+    # -- helpers --
+
+    def _text(self, i: int) -> str:
+        return self.lines[i].text
+
+    def _code_opens_traceback(self, i: int) -> bool:
+        """A source line (and ``^^^`` marker) right before a ``File`` line: a cut paste."""
+        for k in range(i + 1, min(i + 3, self.n)):
+            c = self.cls[k]
+            if c == _PYFRAME:
+                return True
+            if c != _CODE and not _MARKER_RE.match(self._text(k)):
+                return False
+        return False
+
+    def _free_text(self, i: int) -> bool:
+        """A line that can continue a multi-line exception message."""
+        c = self.cls[i]
+        if c in (_CODE, _HINT, _WHAT):
+            return True
+        if c not in (_OTHER, _ERR):
+            return False
+        s = self._text(i).lstrip()
+        return not _RECORD_RE.match(s) and not _EXC_RE.match(s)
+
+    def _tail(self, j: int, free: bool) -> int:
+        """Extend from ``j`` over an attached backtrace (and free text when ``free``)."""
+        n, cls, nxt = self.n, self.cls, self.nxt
+        budget = _MAX_MESSAGE_LINES
+        while j < n:
+            c = cls[j]
+            if c in _TAIL or (c == _CODE and j > 0 and cls[j - 1] in (_FRAME, _GDBNOISE)):
+                j += 1
+            elif c == _BLANK:
+                k = nxt[j]
+                if k < n and cls[k] in _TAIL and cls[k] != _GDBSIG:
+                    j = k
+                else:
+                    break
+            elif free and budget > 0 and self._free_text(j):
+                budget -= 1
+                j += 1
+            else:
+                break
+        return j
+
+    def _trim(self, start: int, end: int) -> int:
+        """Move ``end`` back over trailing blank lines (never before ``start + 1``)."""
+        while end > start + 1 and self.cls[end - 1] == _BLANK:
+            end -= 1
+        return end
+
+    # -- region readers --
+
+    def _traceback(self, i: int) -> _Found:
+        """A Python traceback, chained ones included; the message is the last exception."""
+        n, cls, nxt = self.n, self.cls, self.nxt
+        start = i
+        message = -1
+        j = i
+        while j < n and cls[j] in (_CODE, _OTHER):  # a cut paste opens on a source line
+            j += 1
+        while True:
+            # header lines (Traceback / chain markers) then frames and source lines
+            while j < n and (
+                cls[j] in (_TB, _CHAIN)
+                or (cls[j] == _BLANK and nxt[j] < n and cls[nxt[j]] in (_TB, _CHAIN))
+            ):
+                j += 1
+            while j < n:
+                c = cls[j]
+                if c == _PYFRAME:
+                    j += 1
+                    # the frame's source line, even when a paste lost its indentation
+                    if j < n and cls[j] in (_OTHER, _ERR) and not self._exception_shaped(j):
+                        j += 1
+                elif c == _CODE or (c == _OTHER and _MARKER_RE.match(self._text(j))):
+                    j += 1
+                elif c == _BLANK and nxt[j] < n and cls[nxt[j]] in (_PYFRAME, _CODE):
+                    j = nxt[j]
+                elif c == _BLANK and nxt[j] < n and j > start and self._exception_shaped(nxt[j]):
+                    # frames and the exception line separated by blank lines in a paste
+                    j = nxt[j]
+                else:
+                    break
+            if j < n and self._exception_at(j):
+                message = j
+                j = self._tail(j + 1, free=True)
+            else:
+                message = -1
+            k = nxt[j] if j < n else n
+            if k < n and cls[k] == _CHAIN:
+                j = k
+                continue
+            if message < 0 and k < n and cls[k] == _TB and k - j <= 1 and j > start:
+                # "Traceback (most recent call last):" repeated right after a cut one is the
+                # next copy, not a continuation: stop here.
+                pass
+            break
+        end = self._trim(start, j)
+        has_message = message >= 0
+        if not has_message:
+            message = self._last_frame(start, end)
+        return _Found(
+            "python-traceback",
+            start,
+            end,
+            message,
+            _strip_prefixes(self._text(message)),
+            not has_message or self._cut_at_end(end),
+            has_message,
+        )
+
+    def _exception_shaped(self, j: int) -> bool:
+        """Does line ``j`` read like ``package.SomeError: text`` rather than source code?"""
+        return _EXC_SHAPE_RE.match(self._text(j).lstrip()) is not None
+
+    def _exception_at(self, j: int) -> bool:
+        """Is line ``j`` the exception line that ends a traceback?"""
+        c = self.cls[j]
+        if c in (_ERR, _OTHER, _HINT):
+            return True
+        # TRT-LLM and c10 messages are sometimes indented by the logger
+        return c == _CODE and _EXC_RE.match(self._text(j).lstrip()) is not None
+
+    def _last_frame(self, start: int, end: int) -> int:
+        """Index of the last frame line in ``[start, end)`` (the start when none)."""
+        for k in range(end - 1, start - 1, -1):
+            if self.cls[k] in (_PYFRAME, _FRAME):
+                return k
+        return start
+
+    def _cut_at_end(self, end: int) -> bool:
+        """Does the region run into the end of the input with a visibly cut last line?"""
+        if end != self.n:
+            return False
+        last = self._text(end - 1).rstrip()
+        if self.cls[end - 1] in (_FRAME, _PYFRAME, _C10HDR):
+            return True
+        return last.endswith(("...", "…")) or _unbalanced(last[-_WINDOW:])
+
+    def _faulthandler(self, i: int) -> _Found:
+        """``Fatal Python error`` plus the per-thread Python stacks faulthandler prints."""
+        n, cls, nxt = self.n, self.cls, self.nxt
+        j = i + 1
+        while j < n:
+            c = cls[j]
+            if c in (_PYFRAME, _THREAD, _CODE, _FRAME):
+                j += 1
+            elif c == _BLANK and nxt[j] < n and cls[nxt[j]] in (_THREAD, _PYFRAME):
+                j = nxt[j]
+            else:
+                break
+        end = self._trim(i, j)
+        return _Found(
+            "faulthandler",
+            i,
+            end,
+            i,
+            _strip_prefixes(self._text(i)),
+            self._cut_at_end(end) or cls[i] != _FATALPY,
+        )
+
+    def _asan(self, i: int) -> _Found:
+        """An ASan/TSan/MSan/LSan report, up to its ``==pid==ABORTING`` line."""
+        n, cls, nxt = self.n, self.cls, self.nxt
+        j = i + 1
+        while j < n:
+            c = cls[j]
+            if c in (_TB, _TERM, _FATALPY, _ASAN, _CSAN):
+                break
+            if c == _BLANK:
+                k = nxt[j]
+                if k < n and self._sanitizer_line(k):
+                    j = k
+                    continue
+                break
+            j += 1
+            if _ASAN_END_RE.match(self._text(j - 1).lstrip()):
+                break
+        end = self._trim(i, j)
+        return _Found("sanitizer", i, end, i, _strip_prefixes(self._text(i)), self._cut_at_end(end))
+
+    def _sanitizer_line(self, k: int) -> bool:
+        """Does line ``k`` continue a sanitizer report after a blank line?"""
+        if self.cls[k] in (_FRAME, _CODE):
+            return True
+        s = self._text(k)
+        return s.startswith(("0x", "==", "SUMMARY:", "Shadow", "READ of", "WRITE of")) or (
+            s.rstrip().endswith("here:") or "leak of" in s
+        )
+
+    def _csan_end(self, i: int) -> int:
+        j = i
+        while j < self.n and self.cls[j] == _CSAN:
+            j += 1
+        return j
+
+    def _csan(self, i: int) -> list[_Found]:
+        """compute-sanitizer output: one region per reported error inside the block."""
+        end = self._csan_end(i)
+        heads = [k for k in range(i, end) if _csan_header(self._text(k))]
+        out: list[_Found] = []
+        for h, head in enumerate(heads):
+            first = i if h == 0 else head
+            last = heads[h + 1] if h + 1 < len(heads) else end
+            out.append(
+                _Found(
+                    "sanitizer",
+                    first,
+                    last,
+                    head,
+                    _strip_prefixes(self._text(head)),
+                    self._cut_at_end(last),
+                )
+            )
+        return out
+
+    def _frames(self, i: int) -> _Found:
+        """A native frame block (c10, TRT-LLM, glibc, gdb) with no error line before it."""
+        n, cls = self.n, self.cls
+        j = self._tail(i, free=False)
+        j = max(j, i + 1)
+        end = self._trim(i, j)
+        gdb = False
+        message = -1
+        for k in range(i, min(end, i + 64)):
+            c = cls[k]
+            if c == _GDBSIG and message < 0:
+                message = k
+                gdb = True
+            elif c == _FRAME and self._text(k).lstrip().startswith("#"):
+                gdb = True
+        if message < 0:
+            message = i
+            for k in range(i, min(end, i + 64)):
+                if cls[k] in (_C10HDR, _FRAME):
+                    message = k
+                    break
+        kind = "gdb-backtrace" if gdb else "cpp-backtrace"
+        truncated = self._cut_at_end(end) or (end == n and cls[end - 1] == _FRAME)
+        return _Found(kind, i, end, message, _strip_prefixes(self._text(message)), truncated)
+
+    def _error_block(self, i: int) -> _Found:
+        """Adjacent error lines (and their native backtrace) that report one failure."""
+        n, cls = self.n, self.cls
+        members = [i]
+        seen = {_mask(_strip_prefixes(self._text(i)))} if cls[i] == _ERR else set()
+        has_term = cls[i] == _TERM
+        j = i + 1
+        while j < n:
+            c = cls[j]
+            if c in (_ERR, _TERM, _WHAT):
+                if c == _TERM and has_term:
+                    break
+                if c == _ERR:
+                    sig = _mask(_strip_prefixes(self._text(j)))
+                    if sig in seen:  # the same line again: the next copy, not this failure
+                        break
+                    seen.add(sig)
+                has_term = has_term or c == _TERM
+                members.append(j)
+                j += 1
+            elif c in (_CODE, _HINT) or (c == _OTHER and self._bridges(j)):
+                j += 1
+            else:
+                break
+        j = self._tail(j, free=False)
+        end = self._trim(i, j)
+        kind, message, text = self._error_message(i, end, members)
+        return _Found(kind, i, end, message, text, self._cut_at_end(end))
+
+    def _bridges(self, j: int) -> bool:
+        """A plain line between two error lines of one report (``current device: 0 ...``)."""
+        n, cls = self.n, self.cls
+        if _RECORD_RE.match(self._text(j)):
+            return False
+        for k in (j + 1, j + 2):
+            if k >= n or cls[k] == _BLANK:
+                return False
+            if cls[k] in (_ERR, _TERM, _WHAT, _HINT, _C10HDR, _FRAME):
+                return True
+        return False
+
+    def _error_message(self, start: int, end: int, members: list[int]) -> tuple[str, int, str]:
+        """Pick the kind and the most informative line of an error block."""
+        whats = [k for k in members if self.cls[k] == _WHAT]
+        if whats or any(self.cls[k] == _TERM for k in members):
+            k = whats[0] if whats else members[0]
+            return "cpp-terminate", k, _strip_prefixes(self._text(k))
+        best, best_kind, best_weight = members[0], "error-line", -1
+        for k in members:
+            hit = _vocab(self._text(k))
+            if hit is None:
+                continue
+            weight = hit[1] * 2 + (1 if _EXC_RE.match(_strip_prefixes(self._text(k))) else 0)
+            if weight > best_weight:
+                best, best_kind, best_weight = k, hit[0], weight
+        if best_kind not in _STRUCTURED_KINDS:
+            has_frames = any(self.cls[k] == _FRAME for k in range(start, min(end, start + 4096)))
+            best_kind = "cpp-backtrace" if has_frames else "error-line"
+        return best_kind, best, _strip_prefixes(self._text(best))
+
+
+def _csan_header(text: str) -> bool:
+    """A compute-sanitizer line that starts one error report (``========= Invalid ...``)."""
+    body = text.lstrip()[9:]
+    if not body.startswith(" ") or body.startswith("  ") or not body.strip():
+        return False
+    head = body.strip()
+    return not head.startswith(("COMPUTE-SANITIZER", "ERROR SUMMARY", "LEAK SUMMARY", "Target"))
+
+
+def _unbalanced(text: str) -> bool:
+    """True when brackets or quotes in ``text`` are left open (a line cut by the paste)."""
+    depth = 0
+    for ch in text:
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}" and depth:
+            depth -= 1
+    return depth > 0 or text.count('"') % 2 == 1 or text.count("`") % 2 == 1
+
+
+# --- streams, frames and merging -------------------------------------------------------------
+
+
+def _streams(lines: Sequence[LogLine]) -> list[list[LogLine]]:
+    """Split ``lines`` by rank; an unprefixed line stays with the stream before it."""
+    by_key: dict[str | None, list[LogLine]] = {}
+    key: str | None = None
+    for line in lines:
+        if line.rank is not None:
+            key = line.rank
+        by_key.setdefault(key, []).append(line)
+    return list(by_key.values())
+
+
+def _frame_parser() -> _FrameParser | None:
+    """Return :func:`diagnose.frames.dialects.parse_frame` (imported only when needed)."""
+    try:
+        from diagnose.frames.dialects import parse_frame
+    except ImportError:  # the frames package is optional for a bare region split
+        return None
+    return parse_frame
+
+
+def _frames_of(
+    body: Sequence[LogLine], classes: Sequence[int], parse: _FrameParser | None
+) -> tuple[Frame, ...]:
+    """Parse the frame lines of ``body`` (at most ``_MAX_FRAMES``)."""
+    if parse is None:
+        return ()
+    out: list[Frame] = []
+    for line, c in zip(body, classes, strict=True):
+        if c in (_PYFRAME, _FRAME, _CSAN):
+            if c == _CSAN:
+                line = LogLine(line.number, line.text.lstrip()[9:].strip(), line.rank)
+            try:
+                frame = parse(line)
+            except Exception:  # a contract breach must not lose the region
+                frame = None
+            if frame is not None:
+                out.append(frame)
+                if len(out) >= _MAX_FRAMES:
+                    break
+    return tuple(out)
+
+
+def _signature(
+    message: str, frames: Sequence[Frame], body: Sequence[LogLine], classes: Sequence[int]
+) -> tuple[str, ...]:
+    """What makes two copies the same failure: masked message plus frame functions."""
+    parts = [_mask(message)]
+    if frames:
+        parts.extend(_mask(f.function or f.symbol or "") for f in frames[:_SIGNATURE_FRAMES])
+    else:
+        taken = 0
+        for line, c in zip(body, classes, strict=True):
+            if c in (_PYFRAME, _FRAME):
+                parts.append(_mask(line.text.strip()))
+                taken += 1
+                if taken >= _SIGNATURE_FRAMES:
+                    break
+    return tuple(parts)
+
+
+def _rank_key(rank: str) -> tuple[int, int, str]:
+    digits = re.sub(r"\D", "", rank)
+    return (0, int(digits), rank) if digits and len(digits) < 18 else (1, 0, rank)
+
+
+@dataclass(slots=True)
+class _Merged:
+    """A region being built: the first copy plus the copies merged into it."""
+
+    region: Region
+    count: int
+    ranks: dict[str, None]
+
+
+def find_regions(lines: Sequence[LogLine]) -> list[Region]:
+    """Return one :class:`Region` per distinct failure in ``lines``, in order of appearance.
+
+    ``lines`` is the output of ``diagnose.ingest.normalize.normalize``.  Copies of the same
+    failure (several ranks, or one error repeated) become one region with ``count`` and
+    ``ranks``.  Never raises; runs in time linear in the input.
+    """
+    try:
+        return _find_regions(lines)
+    except (RecursionError, MemoryError, ValueError, IndexError):  # pragma: no cover - guard
+        return []
+
+
+def _find_regions(lines: Sequence[LogLine]) -> list[Region]:
+    parse = _frame_parser()
+    merged: dict[tuple[str, ...], _Merged] = {}
+    for stream_lines in _streams(lines):
+        flags = _literal_lines([line.text for line in stream_lines])
+        classes = [
+            _classify(line.text, flag) for line, flag in zip(stream_lines, flags, strict=True)
+        ]
+        stream = _Stream(stream_lines, classes)
+        for found in stream.regions():
+            body = stream_lines[found.start : found.end]
+            body_cls = classes[found.start : found.end]
+            frames = _frames_of(body, body_cls, parse)
+            sig = _signature(found.message_text, frames, body, body_cls)
+            ranks = _ranks_of(body, found.message_text)
+            entry = merged.get(sig)
+            if entry is not None:
+                entry.count += 1
+                entry.ranks.update(dict.fromkeys(ranks))
+                continue
+            region = Region(
+                kind=found.kind,
+                lines=(body[0].number, body[-1].number),
+                message=found.message_text,
+                message_line=stream_lines[found.message].number,
+                body=tuple(body),
+                frames=frames,
+                truncated=found.truncated,
+            )
+            merged[sig] = _Merged(region, 1, dict.fromkeys(ranks))
+    out: list[Region] = []
+    for entry in merged.values():
+        ranks = tuple(sorted(entry.ranks, key=_rank_key))
+        r = entry.region
+        out.append(
+            Region(
+                kind=r.kind,
+                lines=r.lines,
+                message=r.message,
+                message_line=r.message_line,
+                body=r.body,
+                frames=r.frames,
+                count=entry.count,
+                ranks=ranks,
+                truncated=r.truncated,
+            )
+        )
+    out.sort(key=lambda r: (r.lines[0], r.message_line))
+    return out
+
+
+def _ranks_of(body: Sequence[LogLine], message: str) -> tuple[str, ...]:
+    """The rank a copy came from: its lines' rank prefix, else a ``[Rank N]`` in the message."""
+    for line in body:
+        if line.rank is not None:
+            return (line.rank,)
+    m = _RANK_TEXT_RE.search(message)
+    return (m.group(1),) if m else ()
