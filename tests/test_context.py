@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from diagnose.context import CONTEXT_LITERALS, LogContext, extract_context
+from diagnose.context import CONTEXT_LITERALS, Fact, LogContext, extract_context
 from diagnose.model import LogLine
 from diagnose.versions import Version, compare, is_before, parse_version
 
@@ -823,3 +823,22 @@ def test_prose_versions() -> None:
         "python3.10: /src/lib/Alloc.cpp:41: assertion failed",
     )
     assert got == {"cuda": "11.8", "torch": "2.7.1", "python": "3.10"}
+
+
+def test_python_gate_gives_the_same_context(monkeypatch: pytest.MonkeyPatch) -> None:
+    import diagnose.context as context_mod
+
+    expected = ctx_of(*ALL_FIXTURE_LINES)
+    monkeypatch.setattr(context_mod, "_re2_gate", lambda: None)
+    assert ctx_of(*ALL_FIXTURE_LINES) == expected
+
+
+def test_lone_surrogates_do_not_break_the_gate() -> None:
+    assert versions("torch==2.1.0 \udcff junk") == {"torch": "2.1.0"}
+
+
+def test_context_built_from_plain_dicts_is_still_immutable() -> None:
+    ctx = LogContext(server_args={"tp_size": Fact("8", 3)}, versions={}, memory={})
+    with pytest.raises(TypeError):
+        ctx.server_args["tp_size"] = Fact("4", 5)  # type: ignore[index]
+    assert ctx.to_dict()["server_args"] == {"tp_size": {"value": "8", "line": 3}}
