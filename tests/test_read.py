@@ -241,6 +241,20 @@ def test_long_line_is_capped_in_both_readers(tmp_path: Path) -> None:
     assert read_text(path) == "\n".join(lines) + "\n"
 
 
+def test_cr_only_file_longer_than_the_cap_keeps_its_lines(tmp_path: Path) -> None:
+    body = "".join(f"line {i:07d} of a file with old Mac endings\r" for i in range(40000))
+    assert len(body) > MAX_LINE_CHARS
+    path = write(tmp_path, "mac.log", body.encode())
+    assert read_text(path) == body
+    assert list(iter_lines(path)) == body.split("\r")[:-1]
+
+
+def test_utf16_long_line_is_capped() -> None:
+    # U+010A encodes as 0A 01: a byte scan for newlines would be fooled, the cap is not.
+    data = ("\u010a" * (MAX_LINE_CHARS + 5) + "\nend\n").encode("utf-16")
+    assert read_text(io.BytesIO(data)) == "\u010a" * MAX_LINE_CHARS + dropped_marker(5) + "\nend\n"
+
+
 def test_iter_lines_memory_is_bounded(tmp_path: Path) -> None:
     size = 24 << 20  # 24 MiB single line
     path = tmp_path / "one-line.log"

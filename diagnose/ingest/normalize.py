@@ -56,6 +56,7 @@ _ANSI = re.compile(
 # ``[multiproc_executor.py:470]`` are content.  The optional space before is matched so
 # _drop_sgr can decide whether it goes too.
 _BARE_SGR = re.compile(r" ?\[\d{1,3}(?:;\d{1,3}){0,15}[mK](?!\])")
+_BARE_SGR_SEEN = re.compile(r"\[\d{1,3}(?:;\d{1,3}){0,15}[mK](?!\])")  # literal-led: fast scan
 _BARE_SGR_EMPTY = re.compile(r" ?\[[mK](?![\w\]]| \w)")
 _BARE_SGR_END = re.compile(r" ?\[[mK]$")
 
@@ -250,19 +251,22 @@ _TAGS = r"(?:[A-Z]{2,4}\d{1,5})(?: [A-Z]{2,4}\d{1,5}){0,5}"
 _MON = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
 _LEVEL = r"(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL|TRACE)"
 
-_BRACKET_PREFIXES = (
-    # sglang: [2026-01-02 10:00:00 TP3] / [2025-05-14 03:58:33 DP0 TP0] ; buildkite [ts]
-    re.compile(rf"\[{_TS}(?: (?P<tags>{_TAGS}))?\] ?"),
+# One anchored alternation per first character: a single C-level match per line.
+_BRACKET_PREFIX = re.compile(
+    r"\[(?:"
+    # sglang: [2026-01-02 10:00:00 TP3] / [2025-05-14 03:58:33 DP0 TP0]; buildkite [ts]
+    rf"{_TS}(?: (?P<tags>{_TAGS}))?\]"
     # torchrun/torch.distributed: [rank3]: (also [rank3]:[E...] with no space)
-    re.compile(r"\[(?P<rank>rank\d{1,5})\]: ?"),
+    r"|(?P<rank>rank\d{1,5})\]:"
     # mpirun --tag-output: [1,6]<stdout>:
-    re.compile(r"\[(?P<mpi>\d{1,5},\d{1,6})\]<(?:stdout|stderr)>: ?"),
+    r"|(?P<mpi>\d{1,5},\d{1,6})\]<(?:stdout|stderr)>:"
     # TensorRT logger timestamp: [10/01/2025-08:26:34] (the [TRT] [W] after it is content)
-    re.compile(r"\[\d\d/\d\d/\d{4}-\d\d:\d\d:\d\d\] ?"),
+    r"|\d\d/\d\d/\d{4}-\d\d:\d\d:\d\d\]"
     # kubectl logs --prefix: [pod/name-abc12/container]
-    re.compile(r"\[pod/(?P<pod>[\w.-]{1,253})/[\w.-]{1,63}\] ?"),
+    r"|pod/(?P<pod>[\w.-]{1,253})/[\w.-]{1,63}\]"
     # a bare pid before another bracketed prefix: [80746] [rank0]:
-    re.compile(r"\[(?P<pid>\d{2,8})\] (?=\[)"),
+    r"|(?P<pid>\d{2,8})\](?= \[)"
+    r") ?"
 )
 # c10 logging: [E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] -> [E ProcessGroupNCCL.cpp:607]
 # (the older spelling), so one failure printed at different times by many ranks reads alike.
@@ -277,23 +281,23 @@ _WORKER = re.compile(
 _WORKER_KV = re.compile(r"\b(rank|pid)=([\w.-]+)")
 _NAME_TAGS = re.compile(r"(?:[_-](?:[A-Z]{2,4}\d{1,5}))+$")
 
-_DIGIT_PREFIXES = (
+_DIGIT_PREFIX = re.compile(
     # loguru: 2026-01-02 10:00:00.123 | ERROR    | module:func:12 - message
-    re.compile(rf"{_TS} \| {_LEVEL} {{0,8}}\| [\w.<>:-]{{1,200}} - "),
+    rf"{_TS} \| {_LEVEL} {{0,8}}\| [\w.<>:-]{{1,200}} - "
     # docker --timestamps / k8s (CRI adds 'stdout F'), python logging "ts - ", ts | message
-    re.compile(rf"{_TS}(?: (?:stdout|stderr) [FP])?(?: - | \| | ?)"),
+    rf"|{_TS}(?: (?:stdout|stderr) [FP])?(?: - | \| | ?)"
 )
-_ALPHA_PREFIXES = (
+_ALPHA_PREFIX = re.compile(
     # vLLM logger: ERROR 01-02 02:39:17 worker_base.py:467] / INFO 03-04 ... [core.py:12]
-    re.compile(
-        rf"{_LEVEL} \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{{1,6}})? "
-        r"(?:\[[\w./-]{1,200}:\d{1,6}\]|[\w./-]{1,200}:\d{1,6}\]) ?"
-    ),
+    rf"{_LEVEL} \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{{1,6}})? "
+    r"(?:\[[\w./-]{1,200}:\d{1,6}\]|[\w./-]{1,200}:\d{1,6}\]) ?"
     # glog: E0102 10:00:00.123456 12345 file.cc:12]
-    re.compile(r"[IWEF]\d{4} \d\d:\d\d:\d\d\.\d{1,9} +\d{1,10} [\w./-]{1,200}:\d{1,6}\] ?"),
+    r"|[IWEF]\d{4} \d\d:\d\d:\d\d\.\d{1,9} +\d{1,10} [\w./-]{1,200}:\d{1,6}\] ?"
     # journald: Mar 03 10:00:00 host python[123]:
-    re.compile(rf"{_MON} [ \d]\d \d\d:\d\d:\d\d [\w.-]{{1,253}} [\w./@-]{{1,200}}(?:\[\d+\])?: ?"),
+    rf"|{_MON} [ \d]\d \d\d:\d\d:\d\d [\w.-]{{1,253}} [\w./@-]{{1,200}}(?:\[\d+\])?: ?"
 )
+# First letters of a level name, a glog severity or a month: others skip _ALPHA_PREFIX.
+_ALPHA_FIRST = frozenset("ACDEFIJMNOSTW")
 # docker compose: "vllm-1  | " / "container  | " / "pod-name-abc12 | ".  One token, then
 # either 2+ spaces (compose pads names to align) or a name ending in -N/_N (replica index).
 _COMPOSE = re.compile(
@@ -334,22 +338,17 @@ def _strip_one_prefix(text: str, ident: _Ident) -> str | None:
     """Strip one recognised prefix from the start of ``text``; None when there is none."""
     first = text[0]
     if first == "[":
-        for pattern in _BRACKET_PREFIXES:
-            match = pattern.match(text)
-            if match:
-                groups = match.groupdict()
-                if groups.get("tags"):
-                    ident.offer(groups["tags"], 3)
-                elif groups.get("rank"):
-                    ident.offer(groups["rank"], 3)
-                elif groups.get("mpi"):
-                    ident.offer(groups["mpi"], 3)
-                elif groups.get("pod"):
-                    ident.offer(groups["pod"], 2)
-                elif groups.get("pid"):
-                    ident.offer(f"pid={groups['pid']}", 1)
-                return text[match.end() :]
-        return None
+        match = _BRACKET_PREFIX.match(text)
+        if match is None:
+            return None
+        tags, rank, mpi, pod, pid = match.group("tags", "rank", "mpi", "pod", "pid")
+        if tags or rank or mpi:
+            ident.offer(tags or rank or mpi, 3)
+        elif pod:
+            ident.offer(pod, 2)
+        elif pid:
+            ident.offer(f"pid={pid}", 1)
+        return text[match.end() :]
     if first == "(":
         match = _WORKER.match(text)
         if match and ("pid=" in match.group(0) or "ip=" in match.group(0)):
@@ -357,15 +356,13 @@ def _strip_one_prefix(text: str, ident: _Ident) -> str | None:
             return text[match.end() :]
         return None
     if first.isdigit():
-        for pattern in _DIGIT_PREFIXES:
-            match = pattern.match(text)
-            if match:
-                return text[match.end() :]
-    if first.isalpha():
-        for pattern in _ALPHA_PREFIXES:
-            match = pattern.match(text)
-            if match:
-                return text[match.end() :]
+        match = _DIGIT_PREFIX.match(text) if text[4:5] == "-" else None
+        if match:
+            return text[match.end() :]
+    elif first in _ALPHA_FIRST:
+        match = _ALPHA_PREFIX.match(text)
+        if match:
+            return text[match.end() :]
     if first.isalnum() and "| " in text[:80]:
         match = _COMPOSE.match(text)
         if match:
@@ -419,8 +416,11 @@ def _clean(number: int, raw: str, fence: _Fence) -> _Clean:
     if "[" in text:
         if "^[" in text:
             text = _CARET_SGR.sub("", text)
-        text, found = _BARE_SGR.subn(_drop_sgr, text)
-        text = (_BARE_SGR_EMPTY if found else _BARE_SGR_END).sub(_drop_sgr, text)
+        if _BARE_SGR_SEEN.search(text) is not None:
+            text = _BARE_SGR.sub(_drop_sgr, text)
+            text = _BARE_SGR_EMPTY.sub(_drop_sgr, text)
+        elif text.endswith(("[m", "[K")):
+            text = _BARE_SGR_END.sub(_drop_sgr, text)
     width = len(text)
 
     if ">" in text[:4]:
@@ -492,6 +492,8 @@ def _continues(head: _Clean, nxt: _Clean) -> bool:
         return False
     if _FRAME_START.match(text) or _NEW_RECORD.match(text):
         return False
+    if _SPLIT_LITERALS.search(text) and _SPLIT_STRONG.search(text):
+        return False  # holds a traceback/frame marker of its own: a new record
     return _is_cut_frame(head)
 
 
@@ -573,17 +575,17 @@ def _split_pasted(text: str) -> list[str]:
 # --- public API -----------------------------------------------------------------------------
 
 
-def split_lines(text: str) -> list[str]:
+def split_lines(text: str, cr_endings: bool = True) -> list[str]:
     """Split text into physical lines the way an editor numbers them.
 
-    Lines end at ``\\n`` (CRLF's ``\\r`` stays for :func:`normalize` to drop); a text with
-    ``\\r`` but no ``\\n`` at all uses old Mac CR-only endings.  Unlike
-    :meth:`str.splitlines`, form feeds and Unicode separators do not end lines, so
-    numbers match what the user's editor shows.
+    Lines end at ``\\n`` (CRLF's ``\\r`` stays for :func:`normalize` to drop).  With
+    ``cr_endings``, a text holding ``\\r`` but no ``\\n`` at all is taken to use old Mac
+    CR-only endings.  Unlike :meth:`str.splitlines`, form feeds and Unicode separators do
+    not end lines, so numbers match what the user's editor shows.
     """
     if not text:
         return []
-    sep = "\n" if "\n" in text or "\r" not in text else "\r"
+    sep = "\r" if cr_endings and "\n" not in text and "\r" in text else "\n"
     lines = text.split(sep)
     if lines[-1] == "":
         lines.pop()
@@ -614,20 +616,24 @@ def normalize_lines(lines: Iterable[tuple[int, str]]) -> Iterator[LogLine]:
         yield from _emit(held)
 
 
-def _emit(line: _Clean) -> Iterator[LogLine]:
-    if len(line.text) < _MIN_PASTE_LEN:
-        yield LogLine(line.number, line.text, line.rank)
-        return
-    for piece in _split_pasted(line.text):
-        yield LogLine(line.number, piece, line.rank)
+def _emit(line: _Clean) -> list[LogLine]:
+    # A re-joined frame is never split again: its pieces would come from later lines.
+    if len(line.text) < _MIN_PASTE_LEN or line.joined > 1:
+        return [LogLine(line.number, line.text, line.rank)]
+    return [LogLine(line.number, piece, line.rank) for piece in _split_pasted(line.text)]
 
 
 def normalize(text: str, first_line: int = 1) -> list[LogLine]:
     """Normalise a whole log: one :class:`LogLine` per physical line, minus joins plus splits.
 
     ``first_line`` is the original number of the first line (when ``text`` is a window
-    cut from a bigger file).  Fence and ``<details>`` lines become empty lines; a frame
-    hard-wrapped over several lines becomes one line numbered after its first; a
-    one-line paste becomes several lines sharing its number.  Pure; never raises.
+    cut from a bigger file).  A window's lines were already split by the reader, so
+    CR-only endings are only recognised in a whole text (``first_line == 1``): in a
+    window, a lone ``\\r`` is always a progress-bar overwrite.
+
+    Fence and ``<details>`` lines become empty lines; a frame hard-wrapped over several
+    lines becomes one line numbered after its first; a one-line paste becomes several
+    lines sharing its number.  Pure; never raises.
     """
-    return list(normalize_lines(enumerate(split_lines(text), first_line)))
+    lines = split_lines(text, cr_endings=first_line == 1)
+    return list(normalize_lines(enumerate(lines, first_line)))

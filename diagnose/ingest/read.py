@@ -259,8 +259,16 @@ def read_text(source: str | os.PathLike[str] | BinaryIO, limit: int | None = Non
     with open_source(source) as stream:
         name = getattr(stream, "name", "<stream>")
         buf = bytearray()
+        longest = run = 0  # longest run of bytes without a newline, seen at chunk edges
         for chunk in _chunks(stream, limit, str(name)):
             buf += chunk
+            first = chunk.find(b"\n")
+            if first < 0:
+                run += len(chunk)
+            else:
+                longest = max(longest, run + first)
+                run = len(chunk) - chunk.rfind(b"\n") - 1
+        longest = max(longest, run)
     encoding = _sniff_encoding(bytes(buf[:_SNIFF_BYTES]))
     if limit is None:
         # Decode in one go: an incremental decoder would first copy the whole buffer.
@@ -272,18 +280,22 @@ def read_text(source: str | os.PathLike[str] | BinaryIO, limit: int | None = Non
     if "\x00" in text:
         # NUL runs are filesystem zero-fill after a crash or binary junk; they carry nothing.
         text = text.replace("\x00", "")
-    if len(text) > MAX_LINE_CHARS:
-        text = _cap_long_lines(text)
+    # Every decoded character takes at least one byte, so a line can only be too long if
+    # some newline-free run of bytes was; runs inside one chunk are shorter than the cap.
+    # (UTF-16 has 0x0A bytes inside other characters, so there only the length tells.)
+    if len(text) > MAX_LINE_CHARS and (longest > MAX_LINE_CHARS or "16" in encoding):
+        sep = "\r" if "\n" not in text and "\r" in text else "\n"  # as iter_lines decides
+        text = _cap_long_lines(text, sep)
     return text
 
 
-def _cap_long_lines(text: str) -> str:
-    """Cut every line longer than :data:`MAX_LINE_CHARS` (cheap when none is)."""
+def _cap_long_lines(text: str, sep: str) -> str:
+    """Cut every ``sep``-terminated line longer than :data:`MAX_LINE_CHARS`."""
     parts: list[str] = []
     start = 0
     changed = False
     while start < len(text):
-        end = text.find("\n", start)
+        end = text.find(sep, start)
         stop = len(text) if end < 0 else end
         if stop - start > MAX_LINE_CHARS:
             parts.append(text[start : start + MAX_LINE_CHARS])
@@ -293,7 +305,7 @@ def _cap_long_lines(text: str) -> str:
             parts.append(text[start:stop])
         if end < 0:
             break
-        parts.append("\n")
+        parts.append(sep)
         start = end + 1
     return "".join(parts) if changed else text
 
