@@ -201,7 +201,7 @@ class _Windows:
 class _Open:
     """The window being built: its lines, where it ends, how many after-lines it still owes."""
 
-    __slots__ = ("first", "last", "lines", "owed", "size")
+    __slots__ = ("first", "last", "lines", "owed", "size", "stopped")
 
     def __init__(self, first: int, lines: list[str], size: int) -> None:
         self.first = first
@@ -209,6 +209,7 @@ class _Open:
         self.last = first + len(lines) - 1
         self.owed = 0
         self.size = size
+        self.stopped = False  # ended before a non-continuation line; may still be merged
 
 
 def _lines_in(buf: bytes, start: int, end: int) -> Iterator[tuple[int, int]]:
@@ -263,7 +264,7 @@ def scan(
     carry = b""  # the unfinished last line of the previous chunk
     skipping = False  # inside the cut-off rest of an over-long line
     total = 0
-    size = max(64 * 1024, chunk_size)
+    size = max(256, chunk_size)
     while True:
         data = stream.read(size)
         if not data:
@@ -330,7 +331,7 @@ class _Scanner:
         self.lo = lo
         end = hi - 1  # the final newline
         pos, line_no = lo, self.line_base
-        if self.open is not None:
+        if self.open is not None and not self.open.stopped:
             pos, line_no = self._extend(buf, pos, line_no, end)
         search = self.union.search
         while pos < end:
@@ -361,6 +362,7 @@ class _Scanner:
             want = prev.last + 1
         context = self._lines_before(buf, start, line_no - want)
         if prev is not None and prev.last + 1 == line_no - len(context):
+            prev.stopped = False
             prev.lines.extend(context)
             prev.size += sum(len(s) for s in context)
             prev.last = line_no - 1
@@ -430,6 +432,7 @@ class _Scanner:
         """End the open window before the line at ``begin``; drop its trailing blank lines."""
         win = self.open
         if win is not None:
+            win.stopped = True
             while len(win.lines) > 1 and not win.lines[-1].strip():
                 win.size -= len(win.lines.pop())
                 win.last -= 1

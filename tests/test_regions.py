@@ -1,0 +1,401 @@
+"""Region finding on our own synthetic logs: every kind, chains, rank copies, cuts, size."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from diagnose.model import LogLine, Region
+from diagnose.regions import REGION_KINDS, find_regions
+
+
+def _lines(text: str, ranks: Sequence[str | None] | None = None, first: int = 1) -> list[LogLine]:
+    """LogLines numbered from ``first``; ``ranks`` gives each line's rank when set."""
+    rows = text.split("\n")
+    return [
+        LogLine(first + i, row, None if ranks is None else ranks[i]) for i, row in enumerate(rows)
+    ]
+
+
+def _one(text: str) -> Region:
+    regions = find_regions(_lines(text))
+    assert len(regions) == 1, [(r.kind, r.message) for r in regions]
+    return regions[0]
+
+
+PY_TRACEBACK = """\
+INFO booting the frobnicator
+Traceback (most recent call last):
+  File "/srv/app/runner.py", line 41, in main
+    run(cfg)
+  File "/srv/app/engine.py", line 7, in run
+    step = model.forward(batch)
+           ^^^^^^^^^^^^^^^^^^^^
+ValueError: batch size 96 exceeds limit 64
+INFO shutting down"""
+
+
+def test_python_traceback_message_is_the_exception_line() -> None:
+    r = _one(PY_TRACEBACK)
+    assert r.kind == "python-traceback"
+    assert r.message == "ValueError: batch size 96 exceeds limit 64"
+    assert r.lines == (2, 8) and r.message_line == 8
+    assert not r.truncated
+    assert [f.function for f in r.frames] == ["main", "run"]
+
+
+def test_chained_traceback_is_one_region_with_the_final_exception() -> None:
+    text = """\
+Traceback (most recent call last):
+  File "/srv/app/io.py", line 3, in load
+    return open(p).read()
+FileNotFoundError: [Errno 2] No such file or directory: '/data/w.bin'
+
+The above exception was the direct cause of the following exception:
+
+Traceback (most recent call last):
+  File "/srv/app/main.py", line 9, in boot
+    weights = load(p)
+RuntimeError: could not load weights from /data/w.bin
+
+During handling of the above exception, another exception occurred:
+
+Traceback (most recent call last):
+  File "/srv/app/main.py", line 20, in <module>
+    boot()
+SystemExit: 3"""
+    r = _one(text)
+    assert r.kind == "python-traceback"
+    assert r.message == "SystemExit: 3"
+    assert r.lines == (1, 18)
+    assert [f.function for f in r.frames] == ["load", "boot", "<module>"]
+
+
+def test_traceback_with_c10_backtrace_in_its_message() -> None:
+    text = """\
+Traceback (most recent call last):
+  File "/srv/app/step.py", line 5, in step
+    torch.cuda.synchronize()
+RuntimeError: CUDA error: an illegal memory access was encountered
+CUDA kernel errors might be asynchronously reported at some other API call.
+For debugging consider passing CUDA_LAUNCH_BLOCKING=1
+Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.
+
+Exception raised from check_impl at /src/c10/cuda/Exc.cpp:43 (most recent call first):
+frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x96 (0x7f00aa0010 in /l/c10.so)
+frame #1: c10::cuda::check_impl(int, char const*, int, bool) + 0x118 (0x7f00ab0020 in /l/c10c.so)
+INFO next record"""
+    r = _one(text)
+    assert r.kind == "python-traceback"
+    assert r.message.startswith("RuntimeError: CUDA error: an illegal memory access")
+    assert r.lines == (1, 11)
+    assert [f.dialect for f in r.frames] == ["python", "c10", "c10"]
+
+
+def test_cut_paste_starting_mid_traceback() -> None:
+    text = """\
+    x = self.layer(x)
+  File "/srv/mod/block.py", line 88, in forward
+    return kernel(x)
+triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 140000"""
+    r = _one(text)
+    assert r.kind == "python-traceback"
+    assert r.lines == (1, 4)
+    assert r.message.startswith("triton.runtime.errors.OutOfResources")
+
+
+def test_truncated_traceback_without_exception_line() -> None:
+    text = """\
+Traceback (most recent call last):
+  File "/srv/app/a.py", line 1, in f
+    g()
+  File "/srv/app/b.py", line 2, in g"""
+    r = _one(text)
+    assert r.kind == "python-traceback" and r.truncated
+    assert r.message_line == 4
+
+
+def test_last_line_cut_mid_word_is_truncated() -> None:
+    r = _one(
+        "terminate called after throwing an instance of 'std::runtime_error'\n"
+        "  what():  bad shape (got [4, 8"
+    )
+    assert r.kind == "cpp-terminate" and r.truncated
+
+
+def test_trtllm_assertion_with_numbered_backtrace() -> None:
+    text = """\
+[TensorRT-LLM][ERROR] Assertion failed: workspace too small for tile 128x64 (/src/gemm.cu:311)
+1       0x7f11c0a0b0c0 tensorrt_llm::common::throwRuntimeError(char const*, int) + 82
+2       0x7f11c0b0c0d0 void tensorrt_llm::kernels::runGemm<float>(int, int) + 1024
+3       0x7f11c0c0d0e0 /opt/lib/libth_common.so(+0x51a2b) [0x7f11c0c0d0e0]
+[TensorRT-LLM][INFO] engine shut down"""
+    r = _one(text)
+    assert r.kind == "trtllm-error"
+    assert r.message.startswith("Assertion failed: workspace too small")
+    assert r.lines == (1, 4)
+    assert len(r.frames) == 3
+
+
+def test_terminate_with_what_and_c10_frames() -> None:
+    text = """\
+terminate called after throwing an instance of 'c10::DistBackendError'
+  what():  [PG 0 Rank 5] Process group watchdog thread terminated with exception: CUDA error
+Exception raised from check_impl at /src/c10/cuda/Exc.cpp:43 (most recent call first):
+frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x96 (0x7f22aa0010 in /l/c10.so)
+Aborted (core dumped)"""
+    regions = find_regions(_lines(text))
+    assert regions[0].kind == "cpp-terminate"
+    assert regions[0].message.startswith("[PG 0 Rank 5] Process group watchdog thread terminated")
+    assert regions[0].lines[1] >= 4
+
+
+def test_glibc_backtrace_without_header() -> None:
+    text = """\
+/opt/app/libfrob.so(_ZN4frob6engine4stepEv+0x1c)[0x7f33bb000100]
+/opt/app/libfrob.so(+0x2a0f0)[0x7f33bb0a0f0]
+/lib/x86_64-linux-gnu/libc.so.6(__libc_start_main+0xf3)[0x7f33cc000200]"""
+    r = _one(text)
+    assert r.kind == "cpp-backtrace"
+    assert r.lines == (1, 3)
+    assert len(r.frames) == 3
+
+
+def test_cuda_error_lines_group_with_their_hints() -> None:
+    text = """\
+frob_compute: GATHER failed
+CUDA error: no kernel image is available for execution on the device
+  current device: 0, in function frob_compute at /src/frob.cu:812
+  err
+INFO retrying"""
+    r = _one(text)
+    assert r.kind == "cuda-error"
+    assert r.message == "CUDA error: no kernel image is available for execution on the device"
+    assert r.lines == (1, 4)
+
+
+@pytest.mark.parametrize(
+    ("line", "kind"),
+    [
+        ("CUDA_ERROR_OUT_OF_MEMORY while mapping 2 GiB", "cuda-error"),
+        ("cudaErrorIllegalAddress returned by cudaStreamSynchronize", "cuda-error"),
+        ("CUBLAS_STATUS_NOT_SUPPORTED when calling cublasLtMatmul", "cuda-error"),
+        (
+            "NCCL error in: /src/comm.cpp:77, unhandled system error, NCCL version 2.21.5",
+            "nccl-error",
+        ),
+        ("ncclUnhandledCudaError: Call to CUDA function failed.", "nccl-error"),
+        (
+            "[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=7, "
+            "OpType=ALLGATHER, Timeout(ms)=600000) ran for 600321 milliseconds before timing out.",
+            "nccl-error",
+        ),
+        (
+            "/build/nvshmem/src/host/init/init.cu:412: non-zero status: 7 heap reserve failed",
+            "nvshmem-error",
+        ),
+        ("triton.compiler.errors.CompilationError: at 3:8: unsupported dtype", "triton-error"),
+        ("ValueError: tokenizer file /m/tok.json is empty", "error-line"),
+        ("torch.OutOfMemoryError: tried to allocate 3.00 GiB", "error-line"),
+        ("AssertionError", "error-line"),
+        ("Killed", "error-line"),
+        ("Segmentation fault (core dumped)", "error-line"),
+        ("EP_HOST_ASSERT(num_tokens <= capacity) failed", "error-line"),
+        ("Got frob error: Error Internal at: 77", "error-line"),
+        ('frob.cu(12): error: identifier "half8" is undefined', "error-line"),
+    ],
+)
+def test_lone_error_lines(line: str, kind: str) -> None:
+    text = f"INFO warming up\n{line}\nINFO still here"
+    r = _one(text)
+    assert r.kind == kind
+    assert r.lines == (2, 2)
+
+
+def test_healthy_lines_make_no_region() -> None:
+    text = """\
+[2025-01-01 10:00:00 TP0] Decode batch. #running-req: 12, #token: 4000, gen throughput: 900.1
+[2025-01-01 10:00:01] INFO:     10.1.2.3:40000 - "POST /v1/completions HTTP/1.1" 200
+Using the default chat template; avail mem=40.11 GB
+[2025-01-01 10:00:02 TP0] Capture cuda graph end. Time elapsed: 4.2 s"""
+    assert find_regions(_lines(text)) == []
+
+
+def test_faulthandler_dump() -> None:
+    text = """\
+Fatal Python error: Segmentation fault
+
+Current thread 0x00007f44dd001700 (most recent call first):
+  File "/srv/app/kernels.py", line 77 in launch
+  File "/srv/app/main.py", line 12 in <module>
+
+Extension modules: numpy.core._multiarray_umath, torch._C (total: 2)"""
+    r = _one(text)
+    assert r.kind == "faulthandler"
+    assert r.message == "Fatal Python error: Segmentation fault"
+    assert r.lines == (1, 7)
+    assert [f.function for f in r.frames] == ["launch", "<module>"]
+
+
+def test_asan_report() -> None:
+    text = """\
+==4242==ERROR: AddressSanitizer: heap-buffer-overflow on address 0x602000000018 at pc 0x55aa00001000
+READ of size 4 at 0x602000000018 thread T0
+    #0 0x55aa00001000 in frob::pack(int*) /src/frob/pack.cc:31:7
+    #1 0x55aa00002000 in main /src/frob/main.cc:9:3
+
+0x602000000018 is located 0 bytes after 8-byte region [0x602000000010,0x602000000018)
+SUMMARY: AddressSanitizer: heap-buffer-overflow /src/frob/pack.cc:31:7 in frob::pack(int*)
+==4242==ABORTING
+INFO unrelated"""
+    r = _one(text)
+    assert r.kind == "sanitizer"
+    assert r.message.startswith("AddressSanitizer: heap-buffer-overflow")
+    assert r.lines == (1, 8)
+    assert len(r.frames) == 2
+
+
+def test_compute_sanitizer_errors_fold_by_signature() -> None:
+    per_thread = """\
+========= Invalid __global__ read of size 4 bytes
+=========     at frob_kernel(float*)+0x90 in /src/frob.cu:21
+=========     by thread ({t},0,0) in block (0,0,0)
+=========     Address 0x7f00000{t:03d} is out of bounds"""
+    text = "\n".join(
+        ["========= COMPUTE-SANITIZER"]
+        + [per_thread.format(t=t) for t in range(3)]
+        + ["========= ERROR SUMMARY: 3 errors"]
+    )
+    r = _one(text)
+    assert r.kind == "sanitizer"
+    assert r.message == "Invalid __global__ read of size 4 bytes"
+    assert r.count == 3
+
+
+def test_gdb_backtrace_with_signal() -> None:
+    text = """\
+Thread 1 "frobd" received signal SIGSEGV, Segmentation fault.
+0x00007f55ee000100 in frob_step (ctx=0x0) at /src/frob.c:55
+#0  0x00007f55ee000100 in frob_step (ctx=0x0) at /src/frob.c:55
+#1  0x00007f55ee000200 in frob_loop () from /opt/lib/libfrob.so
+#2  0x00007f55ee000300 in main ()"""
+    r = _one(text)
+    assert r.kind == "gdb-backtrace"
+    assert "received signal SIGSEGV" in r.message
+    assert r.lines == (1, 5)
+    assert [f.index for f in r.frames] == [0, 1, 2]
+
+
+RANK_TRACE = [
+    "Traceback (most recent call last):",
+    '  File "/srv/dist/worker.py", line 300, in loop',
+    "    out = self.model(batch)",
+    "RuntimeError: CUDA error: an illegal memory access was encountered",
+]
+
+
+def test_interleaved_ranks_are_deinterleaved_and_merged() -> None:
+    rows: list[str] = []
+    ranks: list[str | None] = []
+    for line in RANK_TRACE:  # each line printed by 8 ranks before the next line
+        for rank in range(8):
+            rows.append(line)
+            ranks.append(str(rank))
+    regions = find_regions(_lines("\n".join(rows), ranks))
+    assert len(regions) == 1
+    r = regions[0]
+    assert r.kind == "python-traceback"
+    assert r.count == 8
+    assert r.ranks == tuple(str(i) for i in range(8))
+    assert len(r.body) == len(RANK_TRACE)
+    assert r.message == RANK_TRACE[-1]
+
+
+def test_sequential_copies_without_prefix_merge() -> None:
+    copies = []
+    for pid in (101, 202, 303, 404):
+        copies += [
+            *RANK_TRACE[:-1],
+            f"RuntimeError: worker pid={pid} at 0x7f{pid:04x}: CUDA error: illegal memory access",
+            "",
+        ]
+    regions = find_regions(_lines("\n".join(copies)))
+    assert len(regions) == 1
+    assert regions[0].count == 4
+    assert regions[0].lines == (1, 4)
+    assert regions[0].ranks == ()
+
+
+def test_rank_named_in_the_message_when_no_prefix() -> None:
+    text = "\n".join(
+        f"[E ProcessGroupNCCL.cpp:475] [Rank {r}] Watchdog caught collective operation timeout: "
+        f"WorkNCCL(SeqNum=12, OpType=BROADCAST) ran for 180{r}021 milliseconds before timing out."
+        for r in (3, 1, 2)
+    )
+    r = _one(text)
+    assert r.kind == "nccl-error"
+    assert r.count == 3 and r.ranks == ("1", "2", "3")
+
+
+def test_repeated_error_line_counts() -> None:
+    line = "/opt/nvshmem/src/host/mem/heap.cpp:99: non-zero status: 2 cuMemCreate failed"
+    text = "\n\n".join(
+        [line] * 4 + ["/opt/nvshmem/src/host/mem/heap.cpp:150: non-zero status: 7 map failed"]
+    )
+    regions = find_regions(_lines(text))
+    assert [(r.kind, r.count) for r in regions] == [("nvshmem-error", 4), ("nvshmem-error", 1)]
+
+
+def test_two_distinct_failures_stay_apart_in_order() -> None:
+    text = PY_TRACEBACK + "\n\n" + "Segmentation fault (core dumped)"
+    regions = find_regions(_lines(text))
+    assert [r.kind for r in regions] == ["python-traceback", "error-line"]
+    assert regions[0].lines[0] < regions[1].lines[0]
+
+
+def test_region_invariants_and_json_contract() -> None:
+    for r in find_regions(_lines(PY_TRACEBACK)):
+        assert r.kind in REGION_KINDS
+        assert r.lines[0] <= r.message_line <= r.lines[1]
+        assert r.body[0].number == r.lines[0] and r.body[-1].number == r.lines[1]
+        d = r.to_dict()
+        assert d["kind"] == r.kind and d["count"] == 1
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "\n\n\n",
+        "\x00\x01\x02",
+        "Traceback (most recent call last):",
+        "(" * 10_000,
+        "#" * 50_000,
+    ],
+)
+def test_odd_input_never_raises(text: str) -> None:
+    for r in find_regions(_lines(text)):
+        assert r.kind in REGION_KINDS
+
+
+def test_a_million_frames() -> None:
+    n = 1_000_000
+    lines = [
+        LogLine(1, "terminate called after throwing an instance of 'std::bad_alloc'"),
+        LogLine(2, "  what():  std::bad_alloc"),
+    ]
+    lines += [
+        LogLine(
+            3 + i, f"frame #{i}: frob::recurse(int) + 0x1c (0x7f00{i:08x} in /opt/lib/libfrob.so)"
+        )
+        for i in range(n)
+    ]
+    lines.append(LogLine(n + 3, "INFO after the crash"))
+    regions = find_regions(lines)
+    assert len(regions) == 1
+    r = regions[0]
+    assert r.kind == "cpp-terminate" and r.message == "std::bad_alloc"
+    assert r.lines == (1, n + 2)
+    assert len(r.body) == n + 2
+    assert 0 < len(r.frames) <= 256  # parsed frames are capped, the body keeps every line

@@ -1,0 +1,151 @@
+"""The streaming scan: windows, line numbers across chunk boundaries, context lines, bounds."""
+
+from __future__ import annotations
+
+import io
+import random
+
+import pytest
+
+from diagnose.ingest.normalize import normalize
+from diagnose.ingest.scan import WHOLE_INPUT_LIMIT, ScanResult, Window, scan
+from diagnose.regions import find_regions
+
+CRASH = [
+    "[2025-02-02 11:00:00 TP1] Scheduler hit an exception: Traceback (most recent call last):",
+    '  File "/srv/frob/scheduler.py", line 120, in loop',
+    "    self.step()",
+    '  File "/srv/frob/scheduler.py", line 80, in step',
+    "    out = self.runner.forward(batch)",
+    "RuntimeError: CUDA error: an illegal memory access was encountered",
+    "For debugging consider passing CUDA_LAUNCH_BLOCKING=1",
+]
+
+
+def _healthy(rng: random.Random, n: int) -> list[str]:
+    return [
+        f"[2025-02-02 10:{i % 60:02d}:00 TP{rng.randint(0, 7)}] Decode batch. "
+        f"#running-req: {rng.randint(1, 99)}, gen throughput (token/s): {rng.uniform(1, 999):.1f}"
+        for i in range(n)
+    ]
+
+
+def _log(rng: random.Random, crash_at: int, total: int) -> list[str]:
+    rows = _healthy(rng, total)
+    rows[crash_at:crash_at] = CRASH
+    return rows
+
+
+def _scan_text(text: str, **kwargs: object) -> ScanResult:
+    return scan(io.BytesIO(text.encode()), **kwargs)  # type: ignore[arg-type]
+
+
+def _check_windows(result: ScanResult, rows: list[str]) -> None:
+    """Every window line is the file's line at the number the window claims."""
+    for w in result.windows:
+        for k, line in enumerate(w.lines):
+            assert line == rows[w.first_line - 1 + k]
+
+
+def test_crash_window_has_context_and_the_whole_traceback() -> None:
+    rows = _log(random.Random(1), 500, 1000)
+    result = _scan_text("\n".join(rows) + "\n", before=5, after=2)
+    assert result.total_lines == len(rows)
+    assert len(result.windows) == 1
+    w = result.windows[0]
+    assert w.first_line == 501 - 5
+    assert w.lines[5:12] == CRASH
+    _check_windows(result, rows)
+
+
+@pytest.mark.parametrize("chunk", [256, 777, 4096, 1 << 20])
+def test_chunk_size_does_not_change_the_result(chunk: int) -> None:
+    rng = random.Random(2)
+    rows = _healthy(rng, 3000)
+    for at in (0, 17, 1200, 1203, 2990):  # one at the very start, two overlapping, one at the end
+        rows[at] = "ERROR 02-02 11:00:00 [core.py:9] ValueError: bad frob setting"
+    text = "\n".join(rows) + "\n"
+    reference = _scan_text(text, chunk_size=1 << 22)
+    result = _scan_text(text, chunk_size=chunk)
+    assert result.windows == reference.windows
+    assert result.total_lines == 3000
+    _check_windows(result, rows)
+    firsts = [w.first_line for w in result.windows]
+    assert firsts == [1, 1201 - 20, 2991 - 20]  # line 18 joins line 1, line 1204 joins 1201
+
+
+def test_frames_continue_the_window_beyond_after() -> None:
+    rows = _healthy(random.Random(3), 50)
+    block = ["terminate called after throwing an instance of 'std::runtime_error'"]
+    block += [
+        f"frame #{i}: frob::f{i}() + 0x10 (0x7f0000{i:04x} in /opt/libfrob.so)" for i in range(40)
+    ]
+    rows[20:20] = block
+    result = _scan_text("\n".join(rows), before=0, after=0)
+    assert [(w.first_line, len(w.lines)) for w in result.windows] == [(21, 41)]
+
+
+def test_context_literals_are_returned_individually() -> None:
+    rows = _healthy(random.Random(4), 100)
+    rows[3] = "server_args=ServerArgs(model_path='/m/frob-7b', tp_size=4)"
+    rows[60] = "Detected GPU: NVIDIA H200 (compute capability 9.0)"
+    result = _scan_text("\n".join(rows), context_literals=[b"server_args=", "compute capability"])
+    assert result.context == ((4, rows[3]), (61, rows[60]))
+    assert result.windows == ()
+
+
+def test_windows_feed_normalize_and_find_regions_with_original_numbers() -> None:
+    rows = _log(random.Random(5), 700, 900)
+    result = _scan_text("\n".join(rows))
+    (w,) = result.windows
+    regions = find_regions(normalize("\n".join(w.lines), first_line=w.first_line))
+    crash = [r for r in regions if r.kind == "python-traceback"]
+    assert crash and crash[0].message_line == 706
+    assert crash[0].message == CRASH[5]
+
+
+def test_over_long_line_is_cut_and_numbering_survives() -> None:
+    rows = ["x" * (3 * 1024 * 1024), "ok", "RuntimeError: frob failed", "ok"]
+    result = _scan_text("\n".join(rows), chunk_size=64 * 1024, before=1, after=0)
+    assert result.total_lines == 4
+    (w,) = result.windows
+    assert w.first_line == 2 and w.lines == ["ok", "RuntimeError: frob failed"]
+
+
+def test_crlf_and_missing_final_newline() -> None:
+    result = _scan_text("a\r\nb\r\nAssertionError: frob\r\nc", before=1, after=0)
+    assert result.total_lines == 4
+    assert result.windows == (Window(2, ["b\r", "AssertionError: frob\r"]),)
+
+
+def test_memory_budget_keeps_the_head_and_the_newest_windows() -> None:
+    rows: list[str] = []
+    for i in range(400):
+        rows += _healthy(random.Random(i), 30)
+        rows.append(f"WARNING frob {i} failed to warm up")
+    rows += CRASH
+    result = _scan_text("\n".join(rows), max_bytes=64 * 1024, before=3, after=0)
+    assert result.dropped_windows > 0
+    assert result.windows[0].first_line < 40  # the head survives
+    assert CRASH[5] in result.windows[-1].lines  # and so does the end
+    _check_windows(result, rows)
+
+
+def test_a_huge_frame_block_is_cut_into_bounded_windows() -> None:
+    frames = [
+        f"frame #{i}: frob::recurse(int) + 0x1c (0x7f00{i:08x} in /l.so)" for i in range(50_000)
+    ]
+    rows = ["terminate called after throwing an instance of 'std::bad_alloc'", *frames]
+    result = _scan_text("\n".join(rows), max_window_lines=1000)
+    assert all(len(w.lines) <= 1000 for w in result.windows)
+    assert result.total_lines == len(rows)
+    _check_windows(result, rows)
+
+
+def test_empty_stream() -> None:
+    result = _scan_text("")
+    assert result == ScanResult((), (), 0, 0, 0, 0)
+
+
+def test_threshold_is_documented_in_bytes() -> None:
+    assert WHOLE_INPUT_LIMIT >= 1024 * 1024
