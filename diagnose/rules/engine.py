@@ -23,10 +23,25 @@ from diagnose.rules import signals as sig
 from diagnose.rules.document import Document
 from diagnose.rules.parse import PLACEHOLDER_RE
 from diagnose.rules.ruleset import RuleSet
-from diagnose.rules.schema import FuzzySignal, NumericSignal, Rule, Signal
+from diagnose.rules.schema import (
+    ContextSignal,
+    FrameSignal,
+    FuzzySignal,
+    NumericSignal,
+    RegexSignal,
+    RegionKindSignal,
+    Rule,
+    Signal,
+    TextSignal,
+)
 from diagnose.rules.units import format_size
 
 TIER_ORDER = {"verified": 0, "hardware": 1, "pattern": 2}
+#: Gates whose truth in any region implies their truth over the whole log.
+_LOG_WIDE_GATES = (ContextSignal, FrameSignal, RegionKindSignal)
+#: Relative cost of evaluating one signal kind in a scope (lower runs first in `all`).
+_COST = {ContextSignal: 0, RegionKindSignal: 0, TextSignal: 1, RegexSignal: 2, FrameSignal: 3,
+         FuzzySignal: 4}  # fmt: skip
 #: A held ``confirm`` check moves confidence this share of the way to 1; a failed one scales it.
 CONFIRM_GAIN = 0.5
 CONTRADICT_FACTOR = 0.5
@@ -63,38 +78,55 @@ class _Match:
             self.notes.append(out.detail)
 
 
-def _numeric_last(signals: Sequence[Signal]) -> tuple[list[Signal], list[Signal]]:
-    """Split signals into (non-numeric, numeric): numeric checks read the others' facts."""
-    plain: list[Signal] = [s for s in signals if not isinstance(s, NumericSignal)]
-    numeric: list[Signal] = [s for s in signals if isinstance(s, NumericSignal)]
-    return plain, numeric
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """A rule's signals in evaluation order; numeric checks last, since they read facts."""
+
+    all_plain: tuple[Signal, ...]
+    all_numeric: tuple[Signal, ...]
+    any_plain: tuple[Signal, ...]
+    any_numeric: tuple[Signal, ...]
+
+    @classmethod
+    def of(cls, rule: Rule) -> _Plan:
+        """Split the rule's ``all`` and ``any`` lists once per run."""
+
+        def split(signals: Sequence[Signal], numeric: bool) -> tuple[Signal, ...]:
+            return tuple(s for s in signals if isinstance(s, NumericSignal) is numeric)
+
+        # `all` stops at its first miss, so try the cheapest signals first.
+        all_plain = sorted(split(rule.all, False), key=lambda s: _COST.get(type(s), 9))
+        return cls(tuple(all_plain), split(rule.all, True),
+                   split(rule.any, False), split(rule.any, True))  # fmt: skip
 
 
-def _gate(rule: Rule, scope: sig.Scope) -> _Match | None:
+def _gate(rule: Rule, plan: _Plan, scope: sig.Scope) -> _Match | None:
     """Evaluate the gating signals; return the accumulated match, or ``None`` when it fails."""
-    acc = _Match()
-    all_plain, all_numeric = _numeric_last(rule.all)
-    for signal in all_plain:
-        out = sig.evaluate(signal, scope, acc.facts)
+    fired: list[tuple[Signal, sig.Outcome]] = []
+    for signal in plan.all_plain:
+        out = sig.evaluate(signal, scope, {})
         if out.fired is not True:
-            return None
+            return None  # the common case: stop before allocating anything else
+        fired.append((signal, out))
+    acc = _Match()
+    # Evidence and facts follow the rule file's order, whatever order the signals ran in.
+    for signal, out in sorted(fired, key=lambda pair: rule.all.index(pair[0])):
         acc.absorb(signal, out)
         if isinstance(signal, FuzzySignal) and out.score is not None:
             acc.fuzzy_factor *= out.score / 100.0
-    any_plain, any_numeric = _numeric_last(rule.any)
     any_fired = False
-    for signal in [*any_plain, *rule.optional]:
+    for signal in (*plan.any_plain, *rule.optional):
         out = sig.evaluate(signal, scope, acc.facts)
         if out.fired is True:
-            any_fired |= signal in any_plain
+            any_fired |= signal in plan.any_plain
             acc.absorb(signal, out)
-    for signal in all_numeric:
+    for signal in plan.all_numeric:
         out = sig.evaluate(signal, scope, acc.facts)
         if out.fired is not True:
             return None
         acc.absorb(signal, out)
         acc.hardware |= out.hardware
-    for signal in any_numeric:
+    for signal in plan.any_numeric:
         out = sig.evaluate(signal, scope, acc.facts)
         if out.fired is True:
             any_fired = True
@@ -108,9 +140,9 @@ def _gate(rule: Rule, scope: sig.Scope) -> _Match | None:
     return acc
 
 
-def _finding(rule: Rule, scope: sig.Scope, region_index: int | None) -> Finding | None:
+def _finding(rule: Rule, plan: _Plan, scope: sig.Scope, region_index: int | None) -> Finding | None:
     """Evaluate ``rule`` in ``scope`` and build its finding, or ``None`` when it does not match."""
-    acc = _gate(rule, scope)
+    acc = _gate(rule, plan, scope)
     if acc is None:
         return None
     confidence = rule.confidence * acc.fuzzy_factor
@@ -182,6 +214,22 @@ class _Scopes:
             for i, r in enumerate(doc.regions)
         ]
 
+    def possible(self, plan: _Plan) -> bool:
+        """Cheap log-wide test of a region rule's frame, region-kind and context gates.
+
+        Each holds somewhere in the log whenever it holds in some region, so one
+        failure here rules out every region; the literal prefilter cannot see
+        these signals, so without this a frame-gated rule would scan every region.
+        """
+        if len(self.regions) < 2:
+            return True
+        (scope, _), no_facts = self.log[0], dict[str, FactValue]()
+        return all(
+            sig.evaluate(s, scope, no_facts).fired is True
+            for s in plan.all_plain
+            if isinstance(s, _LOG_WIDE_GATES)
+        )
+
     def of(self, rule: Rule) -> list[tuple[sig.Scope, int | None]]:
         """Each region for a region rule (the whole log if none); the log for a log rule."""
         return self.regions if rule.scope == "region" and self.regions else self.log
@@ -209,12 +257,16 @@ def run_rules(rules: RuleSet, doc: Document, kb: Any = None, *, prefilter: bool 
     at run time is skipped and named in ``notes``.
     """
     candidates = rules.candidates(doc.texts()) if prefilter else list(rules)
+    plans: dict[str, _Plan] = rules.derived.setdefault("engine.plans", {})
     scopes = _Scopes(doc, kb)
     findings: list[Finding] = []
     notes: list[str] = []
     for rule in candidates:
         try:
-            found = [_finding(rule, scope, index) for scope, index in scopes.of(rule)]
+            plan = plans.get(rule.id) or plans.setdefault(rule.id, _Plan.of(rule))
+            if rule.scope == "region" and not scopes.possible(plan):
+                continue
+            found = [_finding(rule, plan, scope, index) for scope, index in scopes.of(rule)]
         except Exception as exc:  # one broken rule (or kb entry) must not stop the others
             notes.append(f"rule {rule.id} failed: {type(exc).__name__}: {exc}")
             continue

@@ -14,6 +14,7 @@ from typing import Any, NoReturn, cast
 
 from diagnose.errors import RuleFileError
 from diagnose.rules import locate
+from diagnose.rules.glob import Glob
 from diagnose.rules.prefilter import regex_literals
 from diagnose.rules.schema import (
     COMPARE_OPS,
@@ -259,9 +260,9 @@ class _Parser:
         self.facts.update(FRAME_FACTS)
         return FrameSignal(
             field, glob, on, arch, dtype, tuple(tiles),
-            glob_re=self.compile(glob_to_regex(glob), f"{field}.frame"),
-            arch_re=self.compile(glob_to_regex(arch), f"{field}.arch") if arch else None,
-            dtype_re=self.compile(glob_to_regex(dtype), f"{field}.dtype") if dtype else None,
+            glob_match=Glob.compile(glob),
+            arch_match=Glob.compile(arch) if arch else None,
+            dtype_match=Glob.compile(dtype) if dtype else None,
         )  # fmt: skip
 
     def sig_region_kind(self, item: dict[str, Any], field: str) -> Signal:
@@ -289,7 +290,7 @@ class _Parser:
         if op == "glob":
             if not isinstance(value, str):
                 self.fail(f"{field}.value", "a glob is a string")
-            compiled = self.compile(glob_to_regex(value, ignore_case=True), f"{field}.value")
+            compiled = Glob.compile(value, ignore_case=True)
         self.facts.add(key)
         return ContextSignal(field, key, cast(ContextOp, op), value, compiled)
 
@@ -398,12 +399,6 @@ def _kind_name(kind: type | tuple[type, ...]) -> str:
              list: "a list", dict: "a table"}  # fmt: skip
     kinds = kind if isinstance(kind, tuple) else (kind,)
     return " or ".join(names.get(k, k.__name__) for k in kinds)
-
-
-def glob_to_regex(glob: str, *, ignore_case: bool = False) -> str:
-    """Translate a ``*``/``?`` glob into an anchored RE2 pattern (other characters are literal)."""
-    parts = [".*" if ch == "*" else "." if ch == "?" else re.escape(ch) for ch in glob]
-    return ("(?i)" if ignore_case else "") + "(?s)^" + "".join(parts) + "$"
 
 
 def _region_kinds() -> frozenset[str] | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from diagnose.rules.prefilter import Prefilter, rule_guard
 from diagnose.rules.schema import Rule
@@ -21,6 +22,8 @@ class RuleSet:
     prefilter: Prefilter = field(compare=False, repr=False)
     dirs: tuple[str, ...] = ()
     by_id: Mapping[str, Rule] = field(default_factory=dict, compare=False, repr=False)
+    #: Data derived from the rules once and reused by every run (the engine's signal plans).
+    derived: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def build(cls, rules: Sequence[Rule], dirs: Sequence[str] = ()) -> RuleSet:

@@ -72,7 +72,7 @@ class FrameSignal:
     """A glob on one frame field plus optional kernel-vocabulary predicates (arch, dtype, tile).
 
     Globs know ``*`` and ``?`` only and must match the whole value; they are
-    compiled to RE2 (``*_re``) so a glob can never backtrack.
+    compiled to :class:`~diagnose.rules.glob.Glob` (``*_match``): linear time, no backtracking.
     """
 
     field: str
@@ -81,9 +81,9 @@ class FrameSignal:
     arch_glob: str | None = None
     dtype_glob: str | None = None
     tile: tuple[TileTest, ...] = ()
-    glob_re: Any = dataclasses.field(default=None, compare=False, repr=False)
-    arch_re: Any = dataclasses.field(default=None, compare=False, repr=False)
-    dtype_re: Any = dataclasses.field(default=None, compare=False, repr=False)
+    glob_match: Any = dataclasses.field(default=None, compare=False, repr=False)
+    arch_match: Any = dataclasses.field(default=None, compare=False, repr=False)
+    dtype_match: Any = dataclasses.field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)

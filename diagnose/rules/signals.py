@@ -4,7 +4,7 @@ Each evaluation returns an :class:`Outcome`: whether the signal fired (``None``
 when it could not be decided, e.g. a numeric check whose fact or arch is
 unknown), the evidence lines, the facts it extracted and, for ``fuzzy``, the
 score.  Everything is linear in the scope's size: RE2 never backtracks, globs
-are compiled to RE2, and fuzzy scoring reads a bounded prefix of each line.
+match with plain string searches, and fuzzy scoring reads a bounded prefix of each line.
 """
 
 from __future__ import annotations
@@ -146,14 +146,16 @@ def _frame_facts(frame: Frame) -> tuple[tuple[str, FactValue], ...]:
 def _frame_matches(signal: FrameSignal, frame: Frame) -> bool:
     """Glob on the chosen field, then the arch/dtype/tile predicates."""
     value = getattr(frame, signal.on)
-    if value is None or signal.glob_re.search(value) is None:
+    if value is None or not signal.glob_match.matches(value):
         return False
     kernel = frame.kernel
-    if signal.arch_re is not None and (
-        kernel.arch is None or not signal.arch_re.search(kernel.arch)
+    if signal.arch_match is not None and (
+        kernel.arch is None or not signal.arch_match.matches(kernel.arch)
     ):
         return False
-    if signal.dtype_re is not None and not any(signal.dtype_re.search(d) for d in kernel.dtypes):
+    if signal.dtype_match is not None and not any(
+        signal.dtype_match.matches(d) for d in kernel.dtypes
+    ):
         return False
     for test in signal.tile:
         if kernel.tile is None:
@@ -218,7 +220,7 @@ def _version(value: Any) -> tuple[int, ...]:
 def _context_test(signal: ContextSignal, value: Any) -> bool:
     """Compare one context value with the signal's ``op`` and ``value``."""
     if signal.op == "glob":
-        return bool(signal.compiled.search(str(value)))
+        return bool(signal.compiled.matches(str(value)))
     if signal.key.startswith("version.") and signal.op not in ("==", "!="):
         return _OPS[signal.op](_version(value), _version(signal.value))
     left, right = _as_number(value), _as_number(signal.value)
