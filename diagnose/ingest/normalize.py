@@ -36,9 +36,6 @@ _MAX_PREFIXES = 8
 
 # --- character-level damage ---------------------------------------------------------------
 
-# Anything outside printable ASCII and tab: only such lines need the character pass.
-_NEEDS_CHAR_PASS = re.compile(r"[^\t\x20-\x7e]")
-
 # ECMA-48 escapes: CSI (7- and 8-bit), OSC terminated by BEL or ST, charset designations,
 # other two-byte escapes (Fp, Fe, Fs), then any ESC left over.  Every branch is linear: the OSC body
 # cannot contain the terminators it looks for.
@@ -138,6 +135,7 @@ def _last_segment(text: str) -> str:
 
 # --- markdown / chat structure --------------------------------------------------------------
 
+_QUOTE_STARTS = (">", " >", "  >", "   >")
 _QUOTE = re.compile(r" {0,3}>(?: |(?=\S)|$)")
 _FENCE = re.compile(r" {0,4}(`{3,}|~{3,})(.*)")
 _LANG_TAG = re.compile(r"[\w+#.-]{0,32}(?: *\{[^{}]{0,80}\})?")
@@ -186,7 +184,7 @@ class _Fence:
 def _strip_quotes(text: str, limit: int) -> tuple[str, int]:
     """Remove up to ``limit`` leading ``>`` quote markers; return the rest and how many."""
     depth = 0
-    while depth < limit and ">" in text[:4]:
+    while depth < limit and text.startswith(_QUOTE_STARTS):
         match = _QUOTE.match(text)
         if match is None:
             break
@@ -408,7 +406,8 @@ class _Clean:
 def _clean(number: int, raw: str, fence: _Fence) -> _Clean:
     """Peel every layer off one physical line."""
     text = raw
-    if _NEEDS_CHAR_PASS.search(text) is not None:
+    # isascii() is O(1) and isprintable() a tight C loop: most lines skip the pass.
+    if not (text.isascii() and text.isprintable()):
         if "\x1b" in text or "\x9b" in text:
             text = _ANSI.sub("", text)
         text = text.translate(_CHAR_TABLE)
@@ -423,12 +422,12 @@ def _clean(number: int, raw: str, fence: _Fence) -> _Clean:
             text = _BARE_SGR_END.sub(_drop_sgr, text)
     width = len(text)
 
-    if ">" in text[:4]:
+    if text.startswith(_QUOTE_STARTS):
         limit = fence.quote_depth if fence.open else _MAX_PREFIXES
         text, depth = _strip_quotes(text, limit)
     else:
         depth = 0
-    if "`" in text or "~~~" in text[:8]:
+    if "`" in text or "~~~" in text:
         text, was_fence = _strip_fence(text, fence, depth)
         if was_fence and not text.strip():
             return _Clean(number, "", None, False, width)
@@ -492,7 +491,7 @@ def _continues(head: _Clean, nxt: _Clean) -> bool:
         return False
     if _FRAME_START.match(text) or _NEW_RECORD.match(text):
         return False
-    if _SPLIT_LITERALS.search(text) and _SPLIT_STRONG.search(text):
+    if _may_hold_marker(text) and _SPLIT_STRONG.search(text):
         return False  # holds a traceback/frame marker of its own: a new record
     return _is_cut_frame(head)
 
@@ -525,8 +524,19 @@ _SPLIT_WEAK = re.compile(
     r"|(?<=\s)what\(\): "
     r"|(?<=\s)Exception raised from "
 )
-# Literal prefilter: a line without any of these cannot hold a strong marker.
-_SPLIT_LITERALS = re.compile(r'Traceback \(|File "|frame #| 0x|terminate called')
+
+
+def _may_hold_marker(text: str) -> bool:
+    """Literal prefilter (plain ``in`` beats a regex alternation): no strong marker without."""
+    return (
+        " 0x" in text
+        or 'File "' in text
+        or "frame #" in text
+        or "Traceback (" in text
+        or "terminate called" in text
+    )
+
+
 _BARE_MARKER = re.compile(r"what\(\):|\[TensorRT-LLM\](?:\[\w{1,16}\])?")
 _PY_CODE_AFTER_FRAME = re.compile(r'(File "[^"]*", line \d+, in \S+) +(\S.*)')
 _MIN_PASTE_LEN = 60
@@ -534,7 +544,7 @@ _MIN_PASTE_LEN = 60
 
 def _split_pasted(text: str) -> list[str]:
     """Split a whole traceback that lost its newlines back into lines (same line number)."""
-    if len(text) < _MIN_PASTE_LEN or _SPLIT_LITERALS.search(text) is None:
+    if len(text) < _MIN_PASTE_LEN or not _may_hold_marker(text):
         return [text]
     body = text.lstrip()
     offset = len(text) - len(body)

@@ -40,7 +40,8 @@ __all__ = [
 #: so 1 MiB keeps every frame whole while a 100 MB tensor dump stays harmless.
 MAX_LINE_CHARS = 1 << 20
 
-#: Bytes read per call when streaming.
+#: Bytes read per call when streaming (must stay below MAX_LINE_CHARS: _LineSplitter relies
+#: on a line that starts and ends inside one chunk being shorter than the cap).
 CHUNK_BYTES = 1 << 16
 
 # How many bytes we look at to recognise compression and text encodings.
@@ -350,15 +351,16 @@ class _LineSplitter:
         """Add decoded text; yield every line it completes."""
         if "\x00" in text:
             text = text.replace("\x00", "")
-        start = 0
-        while True:
-            end = text.find(self._sep, start)
-            if end < 0:
-                self._add(text[start:] if start else text)
-                return
-            self._add(text[start:end])
-            yield self._take()
-            start = end + 1
+        parts = text.split(self._sep)
+        self._add(parts[0])
+        if len(parts) == 1:
+            return
+        yield self._take()
+        # Inner parts are whole lines shorter than one chunk, hence than the cap.
+        crlf = self._sep == "\n"
+        for line in parts[1:-1]:
+            yield line[:-1] if crlf and line.endswith("\r") else line
+        self._add(parts[-1])
 
     def finish(self) -> Iterator[str]:
         """Yield the last line when the input did not end with a terminator."""
