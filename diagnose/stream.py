@@ -1,0 +1,584 @@
+"""Diagnose a log while it is being written: one :class:`Diagnosis` per crash, as it completes.
+
+:func:`iter_diagnoses` consumes a file object (a growing file, a pipe from ``kubectl logs -f``
+or ``journalctl -f``, a socket) or any iterable of lines, and yields a diagnosis as soon as
+each crash region is complete.  :class:`StreamDiagnoser` is the same engine driven by hand
+(``feed`` / ``idle`` / ``close``), for callers that own the reading loop (``--follow``, the
+logging handler).
+
+How it stays cheap and bounded:
+
+* Healthy lines cost one pass of RE2's literal automaton over each chunk (the scanner's
+  ``TRIGGERS`` plus the readiness phrases); only lines near a hit are decoded.
+* A crash window opens at a hit with ``before`` lines of context and grows while lines hit,
+  continue a traceback (indented, ``File "..."``, ``frame #N``) or sit within ``settle_lines``
+  of the last such line.  It is *complete* after ``settle_lines`` quiet lines, when the
+  stream goes quiet (``idle``), at a readiness line, or at the end; then only that window
+  is normalised, split into regions and matched, and its memory is released.  A window is
+  cut at ``max_window_lines`` / ``max_window_bytes``, so memory never grows with the log.
+* Log-wide context (server args, GPUs, versions) comes from the first ``context_head_lines``
+  lines, where servers print it, capped at ``_MAX_CONTEXT_LINES`` lines.
+* The same failure printed by several ranks in separate windows is reported once: a
+  diagnosis whose cause and normalised signature (:func:`diagnose.fleet.signature`) were
+  already reported within ``dedupe_lines`` lines is dropped and counted in ``stats``.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import select
+import stat
+from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, TypeAlias
+
+from diagnose.ingest.scan import TRIGGERS
+
+if TYPE_CHECKING:
+    from diagnose.context import LogContext
+    from diagnose.report import Diagnosis
+
+__all__ = [
+    "Ready",
+    "StreamDiagnoser",
+    "StreamEvent",
+    "StreamStats",
+    "is_fatal_crash",
+    "iter_diagnoses",
+    "iter_events",
+    "read_chunks",
+]
+
+# A line longer than this is kept cut: no crash line is megabytes long, and an unbounded
+# carry would break the memory bound on a stream without newlines.
+_MAX_LINE = 1 << 20
+_MAX_CONTEXT_LINES = 500
+_CHUNK = 4 << 20
+
+# Readiness phrases that mean "serving now".  sglang's uvicorn prints "Application startup
+# complete." BEFORE its warm-up request runs (sglang http_server.py _wait_and_warmup), and
+# only "fired up" follows a successful warm-up, so on an sglang log only that one counts.
+_SGLANG_READY = "The server is fired up and ready to roll!"
+# Printed by uvicorn before the app's startup (lifespan) has run, and by vLLM before
+# uvicorn starts: the server is not taking requests yet.
+_EARLY_PHRASES = frozenset({"Started server process", "Starting vLLM API server"})
+_SGLANG_MARKERS = (b"sglang", b"SGLang", b"ServerArgs(")
+
+# A rank/process prefix to look past when judging continuation: "[rank3]:",
+# "(VllmWorker rank=2 pid=9)", "[1,6]<stdout>:", "[2025-01-01 10:00:00 TP3]".
+_PREFIX = re.compile(rb"(?:\[[^\]\n]{0,64}\](?:<\w+>)?:?|\([^)\n]{0,96}\))[ \t]?")
+_CONTINUES = (
+    b'File "',
+    b"frame #",
+    b"#",
+    b"Exception raised from",
+    b"The above exception",
+    b"During handling",
+    b"Traceback",
+    b"what():",
+    b"Current thread",
+    b"Thread 0x",
+    b"@ 0x",
+    b"==",
+    b"^",
+    b"~",
+)
+_NUMBERED_FRAME = re.compile(rb"\d+\s+0x[0-9a-fA-F]+\s|\S+\((?:\S*\+)?0x[0-9a-fA-F]+\)\s*\[0x")
+
+
+def _ready_phrases() -> tuple[str, ...]:
+    """The readiness phrases the context extractor knows (one list, kept in context.py)."""
+    from diagnose import context
+
+    return tuple(getattr(context, "_READY_PHRASES", (_SGLANG_READY,)))
+
+
+@dataclass(frozen=True, slots=True)
+class Ready:
+    """A readiness line: ``phrase`` is the known phrase it contains.
+
+    ``serving`` is True when the phrase means the server takes requests now (see
+    ``_EARLY_PHRASES``; on an sglang log only "fired up", which follows the warm-up).
+    """
+
+    line: int
+    text: str
+    phrase: str
+    serving: bool
+
+
+#: What the stream yields: a crash's diagnosis, or a readiness line.
+StreamEvent: TypeAlias = "Diagnosis | Ready"
+
+
+@dataclass(slots=True)
+class StreamStats:
+    """Counters of one stream: lines and bytes seen, windows diagnosed, reports dropped."""
+
+    lines: int = 0
+    bytes: int = 0
+    windows: int = 0
+    diagnoses: int = 0
+    suppressed: int = 0
+    cut_windows: int = 0
+
+
+def is_fatal_crash(diagnosis: Diagnosis) -> bool:
+    """True when a diagnosis reports a crash that ends the process, not a survived warning.
+
+    A fatal finding whose every evidence line is also evidence of a non-fatal finding is
+    text inside a survived report (an autotuner's "Skipping tactic ... Assertion failed"
+    quotes the failure it caught, NVIDIA/TensorRT-LLM#894), so it is not the crash.  With no
+    rule at all, a lone error line is not proof of death; any other region kind is.
+    """
+    if diagnosis.fatal is not True:
+        return False
+    benign = {e.line for f in diagnosis.findings if not f.fatal for e in f.evidence}
+    fatal = [f for f in diagnosis.findings if f.fatal]
+    if fatal:
+        return any(not f.evidence or any(e.line not in benign for e in f.evidence) for f in fatal)
+    return any(r.kind != "error-line" and r.message_line not in benign for r in diagnosis.crashes)
+
+
+def _continues(line: bytes) -> bool:
+    """Does a raw line look like part of a traceback or frame block?"""
+    if line[:1] in (b" ", b"\t"):
+        return True
+    if line[:1] in (b"[", b"("):
+        m = _PREFIX.match(line)
+        if m is not None:
+            line = line[m.end() :]
+            if line[:1] in (b" ", b"\t"):
+                return True
+    return line.startswith(_CONTINUES) or _NUMBERED_FRAME.match(line) is not None
+
+
+def _pattern(literals: Iterable[bytes]) -> bytes:
+    """One alternation of escaped literals (RE2 runs it as one automaton)."""
+    return b"|".join(re.escape(lit) for lit in literals if lit)
+
+
+def _decode(raw: bytes) -> str:
+    return raw.decode("utf-8", errors="replace")
+
+
+class StreamDiagnoser:
+    """The incremental engine behind :func:`iter_diagnoses`.
+
+    ``feed`` takes any chunk of bytes or text (partial lines are held until their newline);
+    ``idle`` says the stream went quiet, which completes an open crash window; ``close``
+    ends the stream; ``restart`` says the file was truncated or replaced (line numbers start
+    again at 1).  Each returns the events that became ready, in line order.  Not
+    thread-safe: one engine per stream.
+    """
+
+    def __init__(
+        self,
+        *,
+        source: str = "<stream>",
+        settle_lines: int = 40,
+        before: int = 20,
+        after: int = 5,
+        dedupe_lines: int = 10_000,
+        max_window_lines: int = 20_000,
+        max_window_bytes: int = 8 << 20,
+        context_head_lines: int = 20_000,
+        rule_dirs: Sequence[Path] = (),
+    ) -> None:
+        """Set the window and de-duplication limits (line counts); see the module docstring."""
+        import re2  # lazy: only streaming needs the automaton here
+
+        self.source = source
+        self.settle = max(1, settle_lines)
+        self.before = max(0, before)
+        self.after = max(0, after)
+        self.dedupe_lines = max(0, dedupe_lines)
+        self.max_window_lines = max(1, max_window_lines)
+        self.max_window_bytes = max(1024, max_window_bytes)
+        self.context_head_lines = max(0, context_head_lines)
+        self.rule_dirs = tuple(Path(d) for d in rule_dirs)
+        self.stats = StreamStats()
+        phrases = _ready_phrases()
+        self._phrases = tuple((p, p.encode()) for p in phrases)
+        self._trigger = re2.compile(_pattern(TRIGGERS))
+        self._ready = re2.compile(_pattern(p.encode() for p in phrases))
+        self._any = re2.compile(_pattern((*TRIGGERS, *(p.encode() for p in phrases))))
+        from diagnose.context import CONTEXT_LITERALS
+
+        self._context_re = re2.compile(_pattern(CONTEXT_LITERALS))
+        self._next_line = 1  # number of the first line of the next buffer
+        self._carry = b""
+        self._skipping = False
+        self._reset_position()
+        self._context_raw: list[tuple[int, str]] = []
+        self._head_context: LogContext | None = None
+        self._sglang = False
+        self._ready_lines: list[tuple[int, str]] = []
+        self._seen: dict[str, int] = {}
+
+    # ------------------------------------------------------------------ public interface
+
+    def feed(self, data: bytes | str) -> list[Diagnosis | Ready]:
+        """Process a chunk; return the diagnoses and readiness lines it completed."""
+        raw = data.encode("utf-8", "replace") if isinstance(data, str) else bytes(data)
+        if not raw:
+            return []
+        self.stats.bytes += len(raw)
+        out: list[Diagnosis | Ready] = []
+        if self._skipping:
+            nl = raw.find(b"\n")
+            if nl == -1:
+                return out
+            raw, self._skipping = raw[nl + 1 :], False
+        buf = self._carry + raw if self._carry else raw
+        cut = buf.rfind(b"\n")
+        if cut == -1:
+            self._carry = buf
+        else:
+            self._carry = buf[cut + 1 :]
+            self._process(buf[: cut + 1], out)
+        if len(self._carry) >= _MAX_LINE:
+            self._process(self._carry[:_MAX_LINE] + b"\n", out)
+            self._carry, self._skipping = b"", True
+        return out
+
+    def idle(self) -> list[Diagnosis | Ready]:
+        """The stream went quiet: complete the open crash window (a held partial line waits)."""
+        out: list[Diagnosis | Ready] = []
+        self._complete(out)
+        return out
+
+    def close(self) -> list[Diagnosis | Ready]:
+        """End of stream: the last partial line counts as a line; complete every window."""
+        out: list[Diagnosis | Ready] = []
+        if self._carry:
+            carry, self._carry = self._carry, b""
+            self._process(carry + b"\n", out)
+        self._complete(out)
+        return out
+
+    def restart(self) -> list[Diagnosis | Ready]:
+        """The file was truncated or rotated: finish what is open, then count from line 1."""
+        out = self.close()
+        self._reset_position()
+        return out
+
+    # ------------------------------------------------------------------ the scan
+
+    def _reset_position(self) -> None:
+        self._next_line = 1  # number of the first line of the next buffer
+        self._carry = b""
+        self._skipping = False
+        self._tail: deque[bytes] = deque(maxlen=self.before)
+        self._win: list[str] | None = None
+        self._win_first = 0
+        self._win_bytes = 0
+        self._win_active = 0  # index in the window of the last hit/continuation line
+        self._quiet = 0
+        self._last_end = 0  # last line of the previous window (context never overlaps it)
+
+    def _process(self, buf: bytes, out: list[Diagnosis | Ready]) -> None:
+        """Handle ``buf``: whole lines, each ending in ``\\n``."""
+        end = len(buf)
+        if self._next_line <= self.context_head_lines:
+            self._collect_context(buf)
+        pos, line_no = 0, self._next_line
+        search = self._any.search
+        while pos < end:
+            if self._win is None:
+                m = search(buf, pos)
+                if m is None:
+                    break
+                start = buf.rfind(b"\n", pos, m.start()) + 1 or pos
+                line_no += buf.count(b"\n", pos, start)
+                stop = buf.find(b"\n", m.start())
+                line = buf[start:stop]
+                if self._ready.search(line) is not None:
+                    self._on_ready(line, line_no, out)
+                if self._trigger.search(line) is None:
+                    pos, line_no = stop + 1, line_no + 1
+                    continue
+                self._open(buf, start, line_no)
+                pos = start
+            pos, line_no = self._extend(buf, pos, line_no, end, out)
+        self._remember_tail(buf, end)
+        self._next_line = line_no + buf.count(b"\n", pos)
+        self.stats.lines = self._next_line - 1
+
+    def _open(self, buf: bytes, start: int, line_no: int) -> None:
+        """Open a window at the hit on ``line_no`` with up to ``before`` lines of context."""
+        count = min(self.before, line_no - self._last_end - 1)
+        lines: list[bytes] = []
+        pos = start
+        while len(lines) < count and pos > 0:
+            prev = buf.rfind(b"\n", 0, pos - 1) + 1
+            lines.append(buf[prev : pos - 1])
+            pos = prev
+        if len(lines) < count and pos == 0 and self._tail:
+            need = count - len(lines)
+            lines.extend(reversed(list(self._tail)[-need:]))
+        lines.reverse()
+        self._win = [_decode(x) for x in lines]
+        self._win_first = line_no - len(lines)
+        self._win_bytes = sum(len(x) for x in lines)
+        self._win_active = len(lines)
+        self._quiet = 0
+
+    def _extend(
+        self, buf: bytes, pos: int, line_no: int, end: int, out: list[Diagnosis | Ready]
+    ) -> tuple[int, int]:
+        """Append lines from ``pos`` to the open window until it completes or ``buf`` ends."""
+        trigger, ready = self._trigger.search, self._ready.search
+        while pos < end and self._win is not None:
+            stop = buf.find(b"\n", pos)
+            raw = buf[pos:stop]
+            if ready(raw) is not None:
+                # A readiness line ends warm-up: what came before it was lived through.
+                self._on_ready(raw, line_no, out, complete_first=True)
+                return stop + 1, line_no + 1
+            win = self._win
+            win.append(_decode(raw))
+            self._win_bytes += len(raw)
+            if trigger(raw) is not None or (raw.strip() and _continues(raw)):
+                self._quiet = 0
+                self._win_active = len(win)
+            else:
+                self._quiet += 1
+            pos, line_no = stop + 1, line_no + 1
+            if self._quiet >= self.settle:
+                self._complete(out)
+            elif len(win) >= self.max_window_lines or self._win_bytes >= self.max_window_bytes:
+                self.stats.cut_windows += 1
+                self._complete(out)
+        return pos, line_no
+
+    def _remember_tail(self, buf: bytes, end: int) -> None:
+        """Keep the last ``before`` lines for a window that opens early in the next buffer."""
+        if not self.before:
+            return
+        pieces: list[bytes] = []
+        pos = end - 1  # the final newline
+        while len(pieces) < self.before and pos > 0:
+            prev = buf.rfind(b"\n", 0, pos) + 1
+            pieces.append(buf[prev:pos])
+            pos = prev - 1
+            if prev == 0:
+                break
+        self._tail.extend(reversed(pieces))
+
+    # ------------------------------------------------------------------ context and readiness
+
+    def _collect_context(self, buf: bytes) -> None:
+        """Keep the head's lines that carry log-wide facts (server args, GPUs, versions)."""
+        search = self._context_re.search
+        pos, line_no = 0, self._next_line
+        while len(self._context_raw) < _MAX_CONTEXT_LINES and line_no <= self.context_head_lines:
+            m = search(buf, pos)
+            if m is None:
+                return
+            start = buf.rfind(b"\n", pos, m.start()) + 1 or pos
+            stop = buf.find(b"\n", m.start())
+            line_no += buf.count(b"\n", pos, start)
+            if line_no > self.context_head_lines:
+                return
+            raw = buf[start:stop][:65536]
+            if not self._sglang and any(k in raw for k in _SGLANG_MARKERS):
+                self._sglang = True
+            self._context_raw.append((line_no, _decode(raw)))
+            self._head_context = None
+            pos, line_no = stop + 1, line_no + 1
+
+    def _on_ready(
+        self, raw: bytes, line_no: int, out: list[Diagnosis | Ready], complete_first: bool = False
+    ) -> None:
+        """Record a readiness line and emit its event (after any window it closes)."""
+        text = _decode(raw[:4096])
+        if len(self._ready_lines) < 64:
+            self._ready_lines.append((line_no, text))
+            self._head_context = None
+        if complete_first:
+            self._complete(out)
+            self._last_end = line_no
+        phrase = next((p for p, b in self._phrases if b in raw), "")
+        serving = phrase == _SGLANG_READY or (not self._sglang and phrase not in _EARLY_PHRASES)
+        out.append(Ready(line_no, text.strip(), phrase, serving))
+
+    def _context(self) -> LogContext:
+        """The head's log-wide context (computed once per change, not once per window)."""
+        if self._head_context is None:
+            from diagnose.context import extract_context
+            from diagnose.ingest.normalize import normalize
+
+            lines = [
+                line
+                for number, raw in (*self._context_raw, *self._ready_lines)
+                for line in normalize(raw, first_line=number)
+            ]
+            self._head_context = extract_context(lines)
+        return self._head_context
+
+    # ------------------------------------------------------------------ completion
+
+    def _complete(self, out: list[Diagnosis | Ready]) -> None:
+        """Diagnose the open window (if any), release it, and append a new report."""
+        win = self._win
+        if win is None:
+            return
+        keep = min(len(win), self._win_active + min(self.after, self._quiet))
+        lines = win[:keep]
+        first = self._win_first
+        self._win = None
+        self._last_end = first + keep - 1
+        self.stats.windows += 1
+        diagnosis = self._diagnose(first, lines)
+        if diagnosis is None:
+            return
+        from diagnose.fleet import signature
+
+        key = f"{diagnosis.cause}\x00{signature(diagnosis)}"
+        last = self._seen.get(key)
+        end = self._last_end
+        if last is not None and end - last <= self.dedupe_lines:
+            self._seen[key] = end
+            self.stats.suppressed += 1
+            return
+        if len(self._seen) > 4096:  # forget reports older than the de-duplication span
+            self._seen = {k: v for k, v in self._seen.items() if end - v <= self.dedupe_lines}
+        self._seen[key] = end
+        self.stats.diagnoses += 1
+        out.append(diagnosis)
+
+    def _diagnose(self, first: int, raw_lines: list[str]) -> Diagnosis | None:
+        """Parse one window and diagnose it; ``None`` when it holds no crash region."""
+        from diagnose.api import diagnose_parsed
+        from diagnose.context import extract_context
+        from diagnose.ingest.normalize import normalize
+        from diagnose.pipeline import Parsed
+        from diagnose.regions import find_regions
+
+        lines = tuple(normalize("\n".join(raw_lines), first_line=first))
+        regions = tuple(find_regions(lines))
+        if not regions:
+            return None
+        context = _merge(self._context(), extract_context(lines))
+        parsed = Parsed(self.source, lines, regions, context, self._last_end, streamed=True)
+        return diagnose_parsed(parsed, rule_dirs=self.rule_dirs)
+
+
+def _merge(head: LogContext, window: LogContext) -> LogContext:
+    """Head facts win for settings (they are the configuration); the window's memory wins
+    (the last reading is what the crash saw); lists are joined without repeats."""
+    from types import MappingProxyType
+
+    def join(a: tuple[Any, ...], b: tuple[Any, ...]) -> tuple[Any, ...]:
+        seen = {f.value for f in a}
+        return a + tuple(f for f in b if f.value not in seen)
+
+    if window.is_empty():
+        return head
+    return replace(
+        head,
+        server_args=MappingProxyType({**window.server_args, **head.server_args}),
+        versions=MappingProxyType({**window.versions, **head.versions}),
+        memory=MappingProxyType({**head.memory, **window.memory}),
+        gpus=join(head.gpus, window.gpus),
+        archs=join(head.archs, window.archs),
+        ready=join(head.ready, window.ready),
+    )
+
+
+# ---------------------------------------------------------------------- iteration
+
+
+def iter_events(
+    source: IO[bytes] | IO[str] | Iterable[str] | Iterable[bytes],
+    *,
+    quiet: float | None = 2.0,
+    chunk_size: int = _CHUNK,
+    **options: Any,
+) -> Iterator[Diagnosis | Ready]:
+    """Yield crash diagnoses and readiness lines from ``source`` as they complete.
+
+    ``source`` is a file object (regular file, pipe, socket, stdin) or any iterable of
+    lines.  For a pipe or socket, ``quiet`` seconds without new data complete the open
+    crash window, so the last crash is reported even when the writer goes silent without
+    closing (a regular file or a plain iterable has no clock: its windows complete on
+    ``settle_lines`` quiet lines or at the end).  ``options`` go to :class:`StreamDiagnoser`.
+    """
+    engine = StreamDiagnoser(**options)
+    if hasattr(source, "read"):
+        for chunk in read_chunks(source, quiet, chunk_size):  # type: ignore[arg-type]
+            yield from engine.idle() if chunk is None else engine.feed(chunk)
+    else:
+        for line in source:
+            raw = line.encode("utf-8", "replace") if isinstance(line, str) else line
+            yield from engine.feed(raw if raw.endswith(b"\n") else raw + b"\n")
+    yield from engine.close()
+
+
+def iter_diagnoses(
+    source: IO[bytes] | IO[str] | Iterable[str] | Iterable[bytes], **options: Any
+) -> Iterator[Diagnosis]:
+    """Yield one :class:`~diagnose.report.Diagnosis` per crash in ``source``, as each completes.
+
+    Example::
+
+        import subprocess
+        from diagnose import iter_diagnoses
+
+        proc = subprocess.Popen(["kubectl", "logs", "-f", "pod/llm-0"], stdout=subprocess.PIPE)
+        for d in iter_diagnoses(proc.stdout):
+            print(d.cause, d.crashes[0].lines, d.title)
+
+    Memory stays bounded however long the stream; see :func:`iter_events` for ``quiet`` and
+    :class:`StreamDiagnoser` for the other options.
+    """
+    from diagnose.report import Diagnosis
+
+    for event in iter_events(source, **options):
+        if isinstance(event, Diagnosis):
+            yield event
+
+
+def read_chunks(
+    source: IO[bytes] | IO[str], quiet: float | None, chunk_size: int
+) -> Iterator[bytes | str | None]:
+    """Chunks of ``source`` as they arrive; ``None`` after each ``quiet`` seconds of silence."""
+    binary: Any = source
+    if isinstance(source, io.TextIOBase):
+        binary = getattr(source, "buffer", None)
+        if binary is None:  # io.StringIO and friends: text only
+            while chunk := source.read(chunk_size):
+                yield chunk
+            return
+    fd = _stream_fd(binary)
+    if fd is None:
+        read = getattr(binary, "read1", binary.read)
+        while chunk := read(chunk_size):
+            yield chunk
+        return
+    # A pipe, socket or terminal: wait for data with a deadline, read what is there.
+    while True:
+        if quiet is not None:
+            ready, _, _ = select.select([fd], [], [], quiet)
+            if not ready:
+                yield None
+                continue
+        data = os.read(fd, chunk_size)
+        if not data:
+            return
+        yield data
+
+
+def _stream_fd(binary: Any) -> int | None:
+    """The descriptor of a pipe/socket/terminal, or ``None`` for regular files and others."""
+    try:
+        fd = int(binary.fileno())
+        mode = os.fstat(fd).st_mode
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        return None
+    return None if stat.S_ISREG(mode) else fd
