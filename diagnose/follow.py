@@ -62,7 +62,7 @@ def follow_file(
         while stop is None or not stop():
             if handle is None:
                 try:
-                    handle = open(path, "rb")  # held across yields, closed below
+                    handle = open(path, "rb")  # noqa: SIM115 - held across yields, closed below
                 except OSError:
                     yield IDLE
                     sleep(poll)
