@@ -30,8 +30,8 @@ WRAP_WIDTHS = frozenset({80, 100, 120, 132, 140, 150, 160, 180, 200, 240, 250, 2
 #: Most physical lines one soft-wrapped frame may be re-joined from.
 MAX_JOINED_LINES = 8
 
-# Nested prefixes seen in real logs go up to 4 deep (quote > buildkite pipe > timestamp >
-# worker > logger); the bound only guarantees termination.
+# Nested prefixes seen in real logs go up to 4 deep (two worker prefixes before a logger
+# prefix in vllm-project/vllm#36077); the bound only guarantees termination.
 _MAX_PREFIXES = 8
 
 # --- character-level damage ---------------------------------------------------------------
@@ -47,11 +47,11 @@ _ANSI = re.compile(
 )
 
 # SGR/erase-line sequences whose ESC was lost when the log was copied from a web page
-# (`` [36m(RayWorkerVllm pid=5085) [0m``, ``[32mINFO[0m``).  Never before ``]`` so
-# ``[10m]`` survives.  The bare ``[m``/``[K`` forms are removed only at the end of a
-# line or in a line that had a numbered one: ``[m for m in xs]`` and
-# ``[multiproc_executor.py:470]`` are content.  The optional space before is matched so
-# _drop_sgr can decide whether it goes too.
+# (`` [36m(RayWorkerVllm pid=5085) [0m``, ``[32mINFO[0m``; vllm-project/vllm#2734).
+# Never before ``]`` so ``[10m]`` survives.  The bare ``[m``/``[K`` forms are removed
+# only at the end of a line or in a line that had a numbered one: ``[m for m in xs]``
+# and ``[multiproc_executor.py:470]`` are content.  The optional space before is
+# matched so _drop_sgr can decide whether it goes too.
 _BARE_SGR = re.compile(r" ?\[\d{1,3}(?:;\d{1,3}){0,15}[mK](?!\])")
 _BARE_SGR_SEEN = re.compile(r"\[\d{1,3}(?:;\d{1,3}){0,15}[mK](?!\])")  # literal-led: fast scan
 _BARE_SGR_EMPTY = re.compile(r" ?\[[mK](?![\w\]]| \w)")
@@ -258,11 +258,12 @@ _BRACKET_PREFIX = re.compile(
     r"|(?P<rank>rank\d{1,5})\]:"
     # mpirun --tag-output: [1,6]<stdout>:
     r"|(?P<mpi>\d{1,5},\d{1,6})\]<(?:stdout|stderr)>:"
-    # TensorRT logger timestamp: [10/01/2025-08:26:34] (the [TRT] [W] after it is content)
+    # TensorRT logger timestamp: [10/01/2025-08:26:34]; the [TRT] [W] after it is content
+    # (ultralytics/ultralytics#22271)
     r"|\d\d/\d\d/\d{4}-\d\d:\d\d:\d\d\]"
     # kubectl logs --prefix: [pod/name-abc12/container]
     r"|pod/(?P<pod>[\w.-]{1,253})/[\w.-]{1,63}\]"
-    # a bare pid before another bracketed prefix: [80746] [rank0]:
+    # a bare pid before another bracketed prefix: [80746] [rank0]: (hiyouga/LlamaFactory#7396)
     r"|(?P<pid>\d{2,8})\](?= \[)"
     r") ?"
 )
@@ -296,13 +297,15 @@ _ALPHA_PREFIX = re.compile(
 )
 # First letters of a level name, a glog severity or a month: others skip _ALPHA_PREFIX.
 _ALPHA_FIRST = frozenset("ACDEFIJMNOSTW")
-# docker compose: "vllm-1  | " / "container  | " / "pod-name-abc12 | ".  One token, then
-# either 2+ spaces (compose pads names to align) or a name ending in -N/_N (replica index).
+# docker compose: "vllm-1  | " (vllm-project/vllm#10439) / "container  | " / "pod-abc12 | ".
+# One token, then either 2+ spaces (compose pads names to align) or a name ending in a
+# replica index or pod suffix holding a digit (-1, _2, -abc12).
 _COMPOSE = re.compile(
     r"(?P<svc>[A-Za-z0-9][\w.-]{0,62}?) {2,}\| "
     r"|(?P<replica>[A-Za-z0-9][\w.-]{0,62}[-_](?=[0-9a-z]{0,9}\d)[0-9a-z]{1,10}) \| "
 )
-# Buildkite / CI log viewers: "  | " before each line (not a markdown table row: those end in |)
+# Buildkite / CI log viewers: "  | " before each line, often inside a chat quote
+# (vllm-project/vllm#8204); not a markdown table row: those end in "|".
 _PIPE = re.compile(r" {0,4}\| ")
 
 
@@ -314,6 +317,7 @@ class _Ident:
     strength: int = 0
 
     def offer(self, value: str | None, strength: int) -> None:
+        """Keep ``value`` when it names the process more specifically than what we have."""
         if value and strength > self.strength:
             self.value, self.strength = value, strength
 
