@@ -900,21 +900,17 @@ def _streams(lines: Sequence[LogLine]) -> list[list[LogLine]]:
     return list(by_key.values())
 
 
-def _frame_parser() -> _FrameParser | None:
-    """Return :func:`diagnose.frames.dialects.parse_frame` (imported only when needed)."""
-    try:
-        from diagnose.frames.dialects import parse_frame
-    except ImportError:  # the frames package is optional for a bare region split
-        return None
+def _frame_parser() -> _FrameParser:
+    """Return :func:`diagnose.frames.dialects.parse_frame`, imported only when needed."""
+    from diagnose.frames.dialects import parse_frame
+
     return parse_frame
 
 
 def _frames_of(
-    body: Sequence[LogLine], classes: Sequence[int], parse: _FrameParser | None
+    body: Sequence[LogLine], classes: Sequence[int], parse: _FrameParser
 ) -> tuple[Frame, ...]:
     """Parse the frame lines of ``body`` (at most ``_MAX_FRAMES``)."""
-    if parse is None:
-        return ()
     out: list[Frame] = []
     for line, c in zip(body, classes, strict=True):
         if c in (_PYFRAME, _FRAME, _CSAN):
