@@ -41,8 +41,9 @@ def load_cases(folder: Path) -> list[tuple[str, Path, dict[str, object]]]:
     return cases
 
 
-def run(cases: list[tuple[str, Path, dict[str, object]]], bury_mb: float = 0.0
-        ) -> dict[str, dict[str, object]]:
+def run(
+    cases: list[tuple[str, Path, dict[str, object]]], bury_mb: float = 0.0
+) -> dict[str, dict[str, object]]:
     """Diagnose every case; return ``{id: {"cause", "fatal", "rule", "seconds"}}``."""
     from diagnose.api import diagnose_file
 
@@ -85,8 +86,9 @@ def _healthy_lines(megabytes: float) -> list[str]:
     return lines
 
 
-def report(cases: list[tuple[str, Path, dict[str, object]]], got: dict[str, dict[str, object]]
-           ) -> float:
+def report(
+    cases: list[tuple[str, Path, dict[str, object]]], got: dict[str, dict[str, object]]
+) -> float:
     """Print the accuracy tables; return top-1 accuracy."""
     confusion: Counter[tuple[str, str]] = Counter()
     per_label: dict[str, Counter[str]] = defaultdict(Counter)
@@ -150,8 +152,10 @@ def main() -> None:
     got = run(cases, args.bury)
     elapsed = time.perf_counter() - t0
     report(cases, got)
-    print(f"\n{len(cases)} logs in {elapsed:.1f} s"
-          + (f" (each buried in {args.bury:g} MB of healthy log)" if args.bury else ""))
+    print(
+        f"\n{len(cases)} logs in {elapsed:.1f} s"
+        + (f" (each buried in {args.bury:g} MB of healthy log)" if args.bury else "")
+    )
     if args.save:
         Path(args.save).write_text(json.dumps(got, indent=1, sort_keys=True))
     if args.diff:
@@ -161,7 +165,9 @@ def main() -> None:
             old = before.get(cid, {}).get("cause")
             new = got[cid]["cause"]
             if old != new:
-                mark = "FIXED" if new == labels[cid] else "BROKE" if old == labels[cid] else "CHANGED"
+                mark = (
+                    "FIXED" if new == labels[cid] else "BROKE" if old == labels[cid] else "CHANGED"
+                )
                 print(f"{mark} {cid}: {old} -> {new} (label {labels[cid]})")
 
 

@@ -45,13 +45,12 @@ def first_line(finding: Finding) -> int:
     return min((e.line for e in finding.evidence), default=0)
 
 
-def decide(
-    findings: Sequence[Finding], ready_lines: Sequence[int], kb: KnowledgeBase
-) -> Verdict:
+def decide(findings: Sequence[Finding], ready_lines: Sequence[int], kb: KnowledgeBase) -> Verdict:
     """Pick the root finding; mark survived findings non-fatal; name the cascade."""
     ready_at = max(ready_lines, default=0)
-    adjusted = [_survived(f) if ready_at and f.fatal and last_line(f) < ready_at else f
-                for f in findings]
+    adjusted = [
+        _survived(f) if ready_at and f.fatal and last_line(f) < ready_at else f for f in findings
+    ]
     fatal = [f for f in adjusted if f.fatal]
     pool = fatal or adjusted
     if not pool:
@@ -65,15 +64,19 @@ def decide(
         # Everything was lived through: a rule written for the survived state
         # (severity below fatal, e.g. tactic-skipped) explains it better than a crash rule.
         primary = min(roots, key=lambda f: (f.severity == "fatal", *_rank_key(f)))
-    cascade = tuple(dict.fromkeys(f.rule_id for f in pool if f.cause in consequences
-                                  and f.cause != primary.cause))
-    ranked = sorted(adjusted, key=lambda f: (f is not primary, f.cause in consequences,
-                                            _rank_key(f)))
+    cascade = tuple(
+        dict.fromkeys(
+            f.rule_id for f in pool if f.cause in consequences and f.cause != primary.cause
+        )
+    )
+    ranked = sorted(
+        adjusted, key=lambda f: (f is not primary, f.cause in consequences, _rank_key(f))
+    )
     return Verdict(primary, primary.fatal, cascade, tuple(ranked), bool(ready_at))
 
 
 def _rank_key(f: Finding) -> tuple[float, int, int]:
-    """Best first: higher confidence, stronger tier, then the earliest evidence (roots come first)."""
+    """Best first: higher confidence, stronger tier, then the earliest evidence (roots first)."""
     tier = {"verified": 0, "hardware": 1, "pattern": 2}.get(f.tier, 3)
     return (-round(f.confidence, 3), tier, first_line(f))
 
