@@ -1,0 +1,74 @@
+"""Verify a diagnosis by rebuilding and measuring the operation the crash implicates.
+
+``verify(diagnosis, level="compile")`` returns a :class:`Verification`:
+``model`` evaluates the arch's formula against the kb (instant, no GPU);
+``compile`` builds the real CUTLASS kernel for the crash's arch and reads its
+shared-memory size; ``run`` repeats the GEMM or the allocations on the local
+GPU.  Each level builds on the one below and the result says how far it got
+and why not further; it never raises for a missing GPU, compiler or header.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from diagnose.verify.result import LEVELS, TileFit, Verification
+
+if TYPE_CHECKING:
+    from diagnose.kb import KnowledgeBase
+    from diagnose.report import Diagnosis
+
+__all__ = ["LEVELS", "TileFit", "Verification", "verify"]
+
+
+def verify(
+    diagnosis: Diagnosis,
+    level: str = "model",
+    *,
+    kb: KnowledgeBase | None = None,
+    cache: Path | None = None,
+) -> Verification:
+    """Verify ``diagnosis``'s primary finding up to ``level`` (``model``/``compile``/``run``)."""
+    from diagnose.verify.spec import GemmSpec, build_spec
+
+    if level not in LEVELS:
+        raise ValueError(f"level must be one of {', '.join(LEVELS)}, not {level!r}")
+    if kb is None:
+        from diagnose.kb import load_kb
+
+        kb = load_kb()
+    cause = diagnosis.primary.cause if diagnosis.primary else diagnosis.cause
+    spec = build_spec(diagnosis, kb)
+    if spec is None:
+        return Verification(
+            "inconclusive",
+            "model",
+            level,
+            cause,
+            method="none",
+            notes=(f"No verifier for cause '{cause}'.",),
+        )
+    if isinstance(spec, GemmSpec):
+        from diagnose.verify.model import verify_model
+
+        result = verify_model(spec, kb, level)
+        if level in ("compile", "run"):
+            from diagnose.verify.compile import verify_compile
+
+            result = verify_compile(spec, result, cache=cache)
+        if level == "run":
+            from diagnose.verify.run import verify_run_gemm
+
+            result = verify_run_gemm(spec, result)
+    else:
+        from diagnose.verify.memory import verify_memory_model
+
+        result = verify_memory_model(spec, level)
+        if level == "run":
+            from diagnose.verify.run import verify_run_memory
+
+            result = verify_run_memory(spec, result)
+    from dataclasses import replace
+
+    return replace(result, notes=tuple(dict.fromkeys(result.notes)))

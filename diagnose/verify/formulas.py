@@ -1,0 +1,122 @@
+"""Shared-memory formulas of CUTLASS 3.x/4.x TMA warp-specialized kernels and Triton matmuls.
+
+Pure arithmetic, no GPU, no compiler.  Each function returns an :class:`Estimate`
+(stages and kernel bytes).  The formulas follow the collective builders
+(research notes gpu-facts.md §2.3) and were checked against every measured row
+there; the tests pin those rows.  Version switches cite the CUTLASS change that
+moved the number.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from diagnose.verify.spec import DTYPE_BITS
+
+SM90_CAPACITY = 232448  # cutlass sm90_smem_capacity_bytes (= sm100's)
+SM120_CAPACITY = 101376  # cutlass sm120_smem_capacity_bytes, also used for sm_121
+
+# Epilogue SharedStorage bytes measured from CUTLASS's SM120 TMA epilogue, keyed by
+# (D dtype, epilogue reads C).  Used as StageCountAutoCarveout<sizeof(Epi::SharedStorage)>.
+SM120_EPILOGUE = {
+    ("bf16", True): 13312,
+    ("bf16", False): 9216,
+    ("fp16", True): 13312,
+    ("fp16", False): 9216,
+    ("fp32", True): 26624,
+    ("fp32", False): 18432,
+}
+# SM90 TMA epilogue, bf16 C+D: cooperative (128-row tiles) and pingpong (64-row tiles).
+SM90_EPILOGUE = {"cooperative": 33792, "pingpong": 17408}
+
+
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    """Stages the builder picks and the kernel's dynamic shared memory in bytes."""
+
+    stages: int
+    smem: int
+    per_stage: int
+    capacity: int
+    carveout: int
+
+
+def version_tuple(text: str) -> tuple[int, int, int] | None:
+    """``"4.4.2"`` -> ``(4, 4, 2)``; ``None`` when not a version."""
+    parts = text.split("+")[0].split(".")[:3]
+    if not parts or not all(p.isdigit() for p in parts):
+        return None
+    nums = [int(p) for p in parts] + [0] * (3 - len(parts))
+    return nums[0], nums[1], nums[2]
+
+
+def _up(x: int, m: int) -> int:
+    return -(-x // m) * m
+
+
+def sm120_blockscaled(
+    tile: tuple[int, int, int],
+    bits_a: int,
+    bits_b: int,
+    epilogue: int,
+    *,
+    grouped: bool,
+    cutlass: tuple[int, int, int],
+    vector: int = 16,
+) -> Estimate:
+    """SM120/SM121 block-scaled (NVFP4/MXFP4) TMA warp-specialized GEMM.
+
+    Per stage the builder counts A + B + scale factors + 128 B of barriers.
+    Scale rows are padded to 128 since CUTLASS 4.5.0 (NVIDIA/cutlass#3176);
+    before it N < 128 counted 0 B of SFB while still allocating some, which is
+    the 1 KiB overshoot of NVIDIA/cutlass#3144.  The builder's capacity lost the
+    grouped/dense scheduler storage only from 4.4.2 (NVIDIA/cutlass#3092).
+    """
+    m, n, k = tile
+    a, b = m * k * bits_a // 8, n * k * bits_b // 8
+    padded = cutlass >= (4, 5, 0)
+    sfa = max(m, 128) * k // vector if padded else (m // 128) * 128 * k // vector
+    sfb_counted = max(n, 128) * k // vector if padded else (n // 128) * 128 * k // vector
+    # What the struct really holds per stage: padded on >= 4.5; before, N < 128 tiles got a
+    # K-byte SFB buffer (calibrated on the measured 128x32 / 128x64 rows, gpu-facts §2.4).
+    sfb_alloc = sfb_counted if padded or n >= 128 else 16 * k // vector
+    sfa_alloc = max(m, 128) * k // vector
+    per_stage = a + b + sfa + sfb_counted + 128
+    capacity = SM120_CAPACITY
+    if cutlass >= (4, 4, 2):
+        capacity -= (128 + 256 + 48) if grouped else (48 + 48)
+    stages = (capacity - epilogue) // per_stage
+    mainloop = _up(stages * (a + b + sfa_alloc + sfb_alloc) + 4 * 128 + 16 * stages, 1024)
+    smem = mainloop + epilogue + (1024 if grouped else 0)
+    return Estimate(stages, smem, per_stage, capacity, epilogue)
+
+
+def sm90_tma_ws(tile: tuple[int, int, int], bits_a: int, bits_b: int, epilogue: int) -> Estimate:
+    """SM90 (Hopper) TMA warp-specialized GEMM, non-block-scaled (sm90_gmma_builder.inl)."""
+    m, n, k = tile
+    ab = m * k * bits_a // 8 + n * k * bits_b // 8
+    per_stage = _up(ab, 128) + 16  # one full/empty mbarrier pair of PipelineTmaAsync
+    capacity = SM90_CAPACITY // 128 * 128
+    stages = (capacity - _up(epilogue, 128)) // per_stage
+    return Estimate(stages, stages * ab + epilogue, per_stage, capacity, epilogue)
+
+
+def triton_matmul(
+    tile: tuple[int, int, int], bits_a: int, bits_b: int, stages: int, cc: int
+) -> Estimate:
+    """Triton matmul: ``num_stages`` buys stages-1 buffers on sm_8x/sm_12x, stages on sm_9x/10x.
+
+    Measured with Triton 3.6 cross-compiles (gpu-facts §5.2); sm_100 adds a 16-B barrier.
+    """
+    m, n, k = tile
+    per_stage = (m * k * bits_a + n * k * bits_b) // 8
+    if 90 <= cc < 120:
+        smem = stages * per_stage + (16 if cc >= 100 else 0)
+    else:
+        smem = max(stages - 1, 1) * per_stage
+    return Estimate(stages, smem, per_stage, 0, 0)
+
+
+def bits(dtype: str | None, default: int = 16) -> int:
+    """Bits per element of a canonical dtype."""
+    return DTYPE_BITS.get(dtype or "", default)
