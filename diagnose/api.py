@@ -32,17 +32,37 @@ UNKNOWN_NEXT_STEPS = (
 
 
 def diagnose_text(
-    text: str, *, source: str = "<text>", rule_dirs: Sequence[Path] = ()
+    text: str,
+    *,
+    source: str = "<text>",
+    rule_dirs: Sequence[Path] = (),
+    verify: bool = False,
+    verify_level: str = "model",
 ) -> Diagnosis:
-    """Diagnose a log held in memory (a chat paste, a captured stderr)."""
-    return _diagnose(parse_text(text, source), rule_dirs)
+    """Diagnose a log held in memory; ``verify`` checks the primary finding (see verify)."""
+    return _verified(_diagnose(parse_text(text, source), rule_dirs), verify, verify_level)
 
 
 def diagnose_file(
-    path: str | os.PathLike[str] | BinaryIO, *, rule_dirs: Sequence[Path] = ()
+    path: str | os.PathLike[str] | BinaryIO,
+    *,
+    rule_dirs: Sequence[Path] = (),
+    verify: bool = False,
+    verify_level: str = "model",
 ) -> Diagnosis:
     """Diagnose a log file (plain or compressed), ``-`` for stdin, or a binary stream."""
-    return _diagnose(parse_source(path), rule_dirs)
+    return _verified(_diagnose(parse_source(path), rule_dirs), verify, verify_level)
+
+
+def _verified(d: Diagnosis, verify: bool, level: str) -> Diagnosis:
+    """Attach :func:`diagnose.verify.verify`'s result when asked (it never raises for hardware)."""
+    if not verify:
+        return d
+    from dataclasses import replace
+
+    from diagnose.verify import verify as run_verify
+
+    return replace(d, verification=run_verify(d, level))
 
 
 @lru_cache(maxsize=8)

@@ -39,6 +39,12 @@ def run(
     ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="show every region and finding")] = False,
     no_color: Annotated[bool, typer.Option("--no-color", help="plain text even on a terminal")] = False,
+    verify: Annotated[
+        bool, typer.Option("--verify", help="rebuild and measure what the crash implicates")
+    ] = False,
+    verify_level: Annotated[
+        str, typer.Option("--verify-level", help="model | compile | run (implies --verify)")
+    ] = "",
 ) -> None:
     """Diagnose LOG and print the verdict; exit 0 known cause, 1 unknown, 2 usage/input error."""
     logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, format="%(message)s")
@@ -46,7 +52,14 @@ def run(
     from diagnose.errors import DiagnoseError
 
     try:
-        result = diagnose_file(log, rule_dirs=tuple(rules or ()))
+        if verify_level and verify_level not in ("model", "compile", "run"):
+            _fail(f"--verify-level must be model, compile or run, not {verify_level!r}")
+        result = diagnose_file(
+            log,
+            rule_dirs=tuple(rules or ()),
+            verify=verify or bool(verify_level),
+            verify_level=verify_level or "compile",
+        )
     except DiagnoseError as exc:
         _fail(str(exc))
     except Exception as exc:  # noqa: BLE001 - a bug must still end in one line, not a traceback

@@ -10,9 +10,12 @@ version bump.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from diagnose.model import SCHEMA_VERSION, Finding, Region
+
+if TYPE_CHECKING:
+    from diagnose.verify.result import Verification
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +91,8 @@ class Diagnosis:
     notes: tuple[str, ...]
     kb_version: str
     streamed: bool = False
+    #: Set by ``verify=True`` / ``--verify``: the verifier's check of the primary finding.
+    verification: Verification | None = None
 
     @property
     def known(self) -> bool:
@@ -119,4 +124,5 @@ class Diagnosis:
             "context": self.context,
             "notes": list(self.notes),
             "kb_version": self.kb_version,
+            "verification": self.verification.to_dict() if self.verification else None,
         }

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from diagnose.model import Evidence, FactValue, Finding, Region
     from diagnose.report import Diagnosis
+    from diagnose.verify.result import Verification
 
 #: What each confidence tier means, weakest first.
 TIER_WORDS = {
@@ -77,3 +78,35 @@ def ranks_note(region: Region) -> str:
     ranks = f": {', '.join(region.ranks[:8])}" if region.ranks else ""
     more = "…" if len(region.ranks) > 8 else ""
     return f"seen {region.count}x{ranks}{more}"
+
+
+def verification_lines(v: Verification) -> list[str]:
+    """The verifier's block: verdict and level, the numbers, the notes, the tile table, the fix."""
+    out = [f"{v.status.upper()} at level {v.level} (asked: {v.requested}; method: {v.method})"]
+    spec = [
+        f"arch={v.arch}" if v.arch else "",
+        "tile=" + "x".join(map(str, v.tile)) if v.tile else "",
+        "dtypes=" + ",".join(v.dtypes) if v.dtypes else "",
+        f"smem_required={v.smem_required}" if v.smem_required is not None else "",
+        f"smem_limit={v.smem_limit}" if v.smem_limit is not None else "",
+        f"stages={v.stages}" if v.stages is not None else "",
+    ]
+    if any(spec):
+        out.append("  ".join(s for s in spec if s))
+    if v.toolchain or v.device:
+        tools = ", ".join(f"{k} {val}" for k, val in v.toolchain)
+        out.append(f"toolchain: {tools or '-'}; device: {v.device or 'none'}")
+    out.extend(f"measured {k} = {val}" for k, val in v.measurements)
+    out.extend(f"note: {n}" for n in v.notes)
+    if v.tiles:
+        out.append(
+            "tiles for "
+            + (v.arch or "?")
+            + ": "
+            + ", ".join(f"{t.name} {t.smem} B {'fits' if t.fits else 'OVER'}" for t in v.tiles)
+        )
+    if v.better_cause:
+        out.append(f"better explanation: {v.better_cause}")
+    if v.recommendation:
+        out.append(f"recommendation: {v.recommendation}")
+    return out

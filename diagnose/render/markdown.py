@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from diagnose.render.common import evidence, facts_line, headline, ranks_note, region_for, top_frames
+from diagnose.render.common import (
+    evidence,
+    facts_line,
+    headline,
+    ranks_note,
+    region_for,
+    top_frames,
+    verification_lines,
+)
 
 if TYPE_CHECKING:
     from diagnose.report import Diagnosis
@@ -34,6 +42,9 @@ def render_markdown(d: Diagnosis, max_chars: int = MAX_CHARS) -> str:
         note = ranks_note(region)
         if note:
             parts.append(f"_{note}_")
+    if d.verification is not None:
+        lines = verification_lines(d.verification)
+        parts.append(f"**Verification: {lines[0]}**\n" + _fence("\n".join(lines[1:])))
     if d.fixes:
         parts.append("**What to change**\n" + "\n".join(
             f"{i}. {fix.title}" + "".join(f" `{x}`" for x in (*fix.flags, *fix.env, *fix.config)[:3])

@@ -12,6 +12,7 @@ from diagnose.render.common import (
     ranks_note,
     region_for,
     top_frames,
+    verification_lines,
 )
 
 if TYPE_CHECKING:
@@ -53,6 +54,9 @@ def render_text(d: Diagnosis, *, color: bool = False, verbose: bool = False) -> 
         note = ranks_note(region)
         if note:
             out.append(_esc(f"  ({note})", color))
+    if d.verification is not None:
+        head("Verification")
+        out.extend(_esc(f"  {line}", color) for line in verification_lines(d.verification))
     if d.cascade:
         head("Consequences, not causes")
         out.extend(_esc(f"  {rule_id}", color) for rule_id in d.cascade)
