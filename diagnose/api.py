@@ -65,6 +65,11 @@ def _verified(d: Diagnosis, verify: bool, level: str) -> Diagnosis:
     return replace(d, verification=run_verify(d, level))
 
 
+def diagnose_parsed(parsed: Parsed, *, rule_dirs: Sequence[Path] = ()) -> Diagnosis:
+    """Diagnose an already-parsed window (the streaming engine parses windows itself)."""
+    return _diagnose(parsed, rule_dirs)
+
+
 @lru_cache(maxsize=8)
 def _load(rule_dirs: tuple[Path, ...]) -> tuple[KnowledgeBase, RuleSet]:
     """Load (once per set of extra rule dirs) the knowledge base and the rule base."""
@@ -73,6 +78,9 @@ def _load(rule_dirs: tuple[Path, ...]) -> tuple[KnowledgeBase, RuleSet]:
 
     kb = load_kb()
     rules = load_rules(list(rule_dirs) or None, kb=kb)
+    from diagnose.tomlsource import save_parse_cache
+
+    save_parse_cache()
     return kb, rules
 
 
@@ -98,7 +106,8 @@ def _diagnose(parsed: Parsed, rule_dirs: Sequence[Path]) -> Diagnosis:
         confidence=primary.confidence if primary else 0.0,
         tier=primary.tier if primary else None,
         title=(primary.title if primary else _unknown_title(parsed.regions)),
-        summary=(primary.summary or (cause.summary if cause else "")) if primary
+        summary=(primary.summary or (cause.summary if cause else ""))
+        if primary
         else _unknown_summary(parsed.regions),
         findings=verdict.findings,
         primary=primary,
@@ -174,11 +183,15 @@ def _version_notes(cause: Cause | None, context: Any) -> tuple[str, ...]:
             continue
         before = is_before(seen.value, fixed.version)
         if before is True:
-            notes.append(f"{fixed.package} {seen.value} (line {seen.line}) predates "
-                         f"{fixed.version}, which fixes this ({fixed.reference}).")
+            notes.append(
+                f"{fixed.package} {seen.value} (line {seen.line}) predates "
+                f"{fixed.version}, which fixes this ({fixed.reference})."
+            )
         elif before is False:
-            notes.append(f"{fixed.package} {seen.value} already includes the fix in "
-                         f"{fixed.version} ({fixed.reference}); look for another trigger.")
+            notes.append(
+                f"{fixed.package} {seen.value} already includes the fix in "
+                f"{fixed.version} ({fixed.reference}); look for another trigger."
+            )
     return tuple(notes)
 
 

@@ -9,6 +9,8 @@ exact line (1-based).  Array-of-tables entries are addressed as ``fixes[2].title
 
 from __future__ import annotations
 
+import marshal
+import os
 import re
 import sys
 from dataclasses import dataclass
@@ -87,8 +89,65 @@ def _split_header(name: str) -> list[str]:
     return [p.strip().strip("\"'") for p in name.split(".")]
 
 
+#: Parsed files by ``(path, size, mtime_ns)``.  ``tomllib`` is pure Python and parsing the
+#: shipped kb and rule base is most of a CLI run, so results are kept on disk between runs
+#: (``marshal``: plain data only, it cannot carry code to execute).
+_cache: dict[tuple[str, int, int], tuple[str, dict[str, Any]]] | None = None
+_cache_dirty = False
+_used: set[tuple[str, int, int]] = set()
+_CACHE_VERSION = 1
+
+
+def _cache_file() -> Path:
+    """Where parsed TOML is kept: ``$CRASHKB_CACHE_DIR`` or the user's XDG cache dir."""
+    base = os.environ.get("CRASHKB_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "crashkb"
+    )
+    return Path(base) / f"toml-v{_CACHE_VERSION}-py{sys.version_info[0]}{sys.version_info[1]}.marshal"
+
+
+def _load_cache() -> dict[tuple[str, int, int], tuple[str, dict[str, Any]]]:
+    """Read the on-disk parse cache once per process; any problem means an empty cache."""
+    global _cache
+    if _cache is None:
+        try:
+            loaded = marshal.loads(_cache_file().read_bytes())
+            _cache = loaded if isinstance(loaded, dict) else {}
+        except (OSError, EOFError, ValueError, TypeError):
+            _cache = {}
+    return _cache
+
+
+def save_parse_cache() -> None:
+    """Write newly parsed files to the on-disk cache (best effort, atomic rename)."""
+    global _cache_dirty
+    if not _cache_dirty or _cache is None:
+        return
+    target = _cache_file()
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+        # Keep only files read by this process, so edited or deleted files never pile up.
+        tmp.write_bytes(marshal.dumps({k: v for k, v in _cache.items() if k in _used}))
+        os.replace(tmp, target)
+        _cache_dirty = False
+    except (OSError, ValueError):
+        pass  # a read-only home or an unmarshallable value only costs speed
+
+
 def load_toml(path: Path) -> TomlSource:
     """Read and parse ``path``; syntax errors become :class:`RuleFileError` with line and column."""
+    global _cache_dirty
+    try:
+        st = path.stat()
+    except OSError as exc:
+        raise RuleFileError(str(path), None, None, f"cannot read: {exc.strerror or exc}") from exc
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    cache = _load_cache()
+    hit = cache.get(key)
+    _used.add(key)
+    if hit is not None:
+        return TomlSource(str(path), hit[0], hit[1])
     try:
         raw = path.read_bytes()
     except OSError as exc:
@@ -102,4 +161,6 @@ def load_toml(path: Path) -> TomlSource:
         line = int(pos.group(1)) if pos else getattr(exc, "lineno", None)
         clean = _TOML_ERR_POS.sub("", msg).strip()
         raise RuleFileError(str(path), line, None, f"invalid TOML: {clean}") from exc
+    cache[key] = (text, data)
+    _cache_dirty = True
     return TomlSource(str(path), text, data)
