@@ -1,0 +1,182 @@
+"""The ``diagnose`` command: exit codes, stdin, formats and bad input, run as a real process."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "diagnose" / "examples" / "sm120-ep8-smem.log"
+
+OOM_LOG = """\
+[2026-03-01 10:00:00 TP0] Scheduler hit an exception: Traceback (most recent call last):
+  File "/opt/srv/worker.py", line 88, in forward
+    out = self.model(batch)
+torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total \
+capacity of 79.10 GiB of which 1.25 GiB is free. Of the allocated memory 75.00 GiB is allocated \
+by PyTorch, and 1.10 GiB is reserved by PyTorch but unallocated.
+"""
+
+
+def run_cli(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m diagnose`` the way a user runs ``diagnose``."""
+    env = {**os.environ, "NO_COLOR": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "diagnose", *args],
+        input=stdin.decode("utf-8", "replace") if stdin is not None else None,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+
+
+def test_known_cause_exits_0_and_names_it(tmp_path: Path) -> None:
+    log = tmp_path / "oom.log"
+    log.write_text(OOM_LOG)
+    proc = run_cli(str(log))
+    assert proc.returncode == 0, proc.stderr
+    assert "cuda-oom" in proc.stdout
+    assert "Traceback" not in proc.stderr
+
+
+def test_stdin_dash_and_json_contract(tmp_path: Path) -> None:
+    proc = run_cli("-", "--format", "json", stdin=OOM_LOG.encode())
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    for key in (
+        "schema_version",
+        "crashes",
+        "cause",
+        "fatal",
+        "confidence",
+        "title",
+        "findings",
+        "fixes",
+        "kb_version",
+    ):
+        assert key in data
+    assert data["cause"] == "cuda-oom"
+    crash = data["crashes"][0]
+    for key in ("kind", "lines", "count", "ranks", "message", "frames"):
+        assert key in crash
+    frame = crash["frames"][0]
+    for key in (
+        "index",
+        "address",
+        "module",
+        "offset",
+        "symbol",
+        "function",
+        "template_args",
+        "params",
+        "file",
+        "line",
+        "truncated",
+        "mangled",
+    ):
+        assert key in frame
+    finding = data["findings"][0]
+    assert finding["rule_id"].startswith("cuda-oom/")
+    assert finding["evidence"] and all(isinstance(e["line"], int) for e in finding["evidence"])
+
+
+def test_evidence_points_at_original_lines(tmp_path: Path) -> None:
+    # Colour, CRLF and a chat fence must not shift line numbers.
+    noisy = (
+        "chatter\r\n```\r\n"
+        + OOM_LOG.replace("\n", "\r\n").replace(
+            "torch.OutOfMemoryError", "\x1b[31mtorch.OutOfMemoryError\x1b[0m"
+        )
+        + "```\r\n"
+    )
+    log = tmp_path / "noisy.log"
+    log.write_bytes(noisy.encode())
+    data = json.loads(run_cli(str(log), "--format", "json").stdout)
+    lines = noisy.split("\r\n")
+    for ev in data["primary"]["evidence"]:
+        assert (
+            "OutOfMemoryError" in lines[ev["line"] - 1]
+            or ev["text"].strip() in lines[ev["line"] - 1]
+        )
+
+
+def test_gzip_input(tmp_path: Path) -> None:
+    log = tmp_path / "crash.log.gz"
+    log.write_bytes(gzip.compress(OOM_LOG.encode()))
+    assert run_cli(str(log)).returncode == 0
+
+
+def test_unknown_exits_1(tmp_path: Path) -> None:
+    log = tmp_path / "odd.log"
+    log.write_text("RuntimeError: the flux capacitor reported state 7 in widget frobnication\n")
+    proc = run_cli(str(log))
+    assert proc.returncode == 1
+    assert "Unknown" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("make", "expect"),
+    [
+        (lambda p: p / "missing.log", 2),
+        (lambda p: p, 2),  # a directory
+    ],
+    ids=["missing", "directory"],
+)
+def test_unusable_input_is_one_line_exit_2(tmp_path: Path, make, expect) -> None:  # type: ignore[no-untyped-def]
+    proc = run_cli(str(make(tmp_path)))
+    assert proc.returncode == expect
+    assert proc.stderr.startswith("diagnose: ")
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files regardless of permissions")
+def test_no_permission_exit_2(tmp_path: Path) -> None:
+    log = tmp_path / "secret.log"
+    log.write_text(OOM_LOG)
+    log.chmod(0)
+    proc = run_cli(str(log))
+    assert proc.returncode == 2
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [b"", b"\x00" * 4096, bytes(range(256)) * 64, b"\xff\xfe\xfa not utf-8 \xc3\x28"],
+    ids=["empty", "nuls", "binary", "invalid-utf8"],
+)
+def test_odd_bytes_give_a_result(tmp_path: Path, payload: bytes) -> None:
+    log = tmp_path / "odd.bin"
+    log.write_bytes(payload)
+    proc = run_cli(str(log), "--format", "json")
+    assert proc.returncode in (0, 1), proc.stderr
+    assert "Traceback" not in proc.stderr
+    json.loads(proc.stdout)
+
+
+def test_markdown_is_chat_sized() -> None:
+    proc = run_cli(str(EXAMPLE), "--format", "markdown")
+    assert proc.returncode in (0, 1)
+    assert len(proc.stdout) <= 3600
+    assert proc.stdout.count("```") % 2 == 0
+
+
+def test_bad_user_rule_dir_names_file_line_field(tmp_path: Path) -> None:
+    bad = tmp_path / "rules" / "cuda-oom"
+    bad.mkdir(parents=True)
+    (bad / "broken.toml").write_text('id = "cuda-oom/broken"\ncause = "cuda-oom"\ntitle = 3\n')
+    proc = run_cli(str(EXAMPLE), "--rules", str(tmp_path / "rules"))
+    assert proc.returncode == 2
+    assert "broken.toml" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_usage_error_exit_2() -> None:
+    proc = run_cli("--format", "yaml", str(EXAMPLE))
+    assert proc.returncode == 2
