@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import random
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -93,6 +94,15 @@ def _healthy(rng: random.Random, now: datetime, tp: int) -> str:
             f"Memory pool end. avail mem={rng.uniform(1, 40):.2f} GB; model {rng.choice(_MODELS)}"
         )
     return f"[{stamp} TP{tp}] WARNING: {rng.choice(_WARNINGS)}"
+
+
+def healthy_lines(seed: int = 7) -> Iterator[str]:
+    """Endless healthy server log lines (newline-terminated), for burying a crash in."""
+    rng = random.Random(seed)
+    now = datetime(2025, 3, 14, 9, 0, 0)
+    while True:
+        now += timedelta(milliseconds=rng.randint(0, 40))
+        yield _healthy(rng, now, rng.randint(0, 7)) + "\n"
 
 
 def generate(path: Path, size_bytes: int, seed: int = 7) -> tuple[int, int]:

@@ -194,7 +194,9 @@ def render_summary(rule: Rule, facts: dict[str, FactValue]) -> str:
         if m.group(2) == "size" and isinstance(value, (int, float)):
             return format_size(value)
         if isinstance(value, tuple):
-            return "x".join(map(str, value))
+            # A tile (128, 256, 64) reads as 128x256x64; a list of names as "a, b".
+            sep = "x" if all(isinstance(v, int) for v in value) else ", "
+            return sep.join(map(str, value))
         return str(value)
 
     return PLACEHOLDER_RE.sub(fill, rule.summary)
