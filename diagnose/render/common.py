@@ -34,7 +34,8 @@ def headline(d: Diagnosis) -> str:
 def format_fact(value: FactValue) -> str:
     """Render one fact value (tuples as ``128x256x64``, byte counts with KiB)."""
     if isinstance(value, tuple):
-        return "x".join(str(v) for v in value)
+        sep = "x" if all(isinstance(v, int) for v in value) else ","
+        return sep.join(str(v) for v in value)
     return str(value)
 
 
