@@ -22,6 +22,7 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "diagnose_text": "diagnose.api",
     "diagnose_file": "diagnose.api",
+    "iter_diagnoses": "diagnose.stream",
     "demangle": "diagnose.frames.demangle",
     "parse_name": "diagnose.frames.names",
     "kernel_facts": "diagnose.frames.vocab",
@@ -76,3 +77,4 @@ def __getattr__(name: str) -> Any:
     value = getattr(import_module(module), name)
     globals()[name] = value
     return value
+    from diagnose.stream import iter_diagnoses

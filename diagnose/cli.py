@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, NoReturn, Optional
 
@@ -25,6 +26,12 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
     help="Name the root cause of a GPU / LLM-serving crash log.",
 )
+
+
+class Until(str, Enum):
+    """The ``--until`` choices."""
+
+    ready = "ready"
 
 
 @app.command()
@@ -45,9 +52,22 @@ def run(
     verify_level: Annotated[
         str, typer.Option("--verify-level", help="model | compile | run (implies --verify)")
     ] = "",
+    follow: Annotated[
+        bool, typer.Option("--follow", "-F", help="follow a growing log like tail -F")
+    ] = False,
+    until: Annotated[
+        Optional[Until],  # noqa: UP045 - typer needs Optional on 3.10
+        typer.Option("--until", help="ready: exit 0 once the server is ready, 1 on a fatal crash"),
+    ] = None,
+    timeout: Annotated[
+        Optional[float],  # noqa: UP045 - typer needs Optional on 3.10
+        typer.Option("--timeout", help="with --follow/--until: give up after this many seconds"),
+    ] = None,
 ) -> None:
     """Diagnose LOG and print the verdict; exit 0 known cause, 1 unknown, 2 usage/input error."""
     logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, format="%(message)s")
+    if follow or until is not None:
+        _watch(log, fmt, tuple(rules or ()), follow, until is Until.ready, timeout, verbose)
     from diagnose.api import diagnose_file
     from diagnose.errors import DiagnoseError
 
@@ -75,6 +95,41 @@ def run(
     else:
         sys.stdout.write(text + "\n")
     raise typer.Exit(ExitCode.KNOWN_CAUSE if result.known else ExitCode.NO_KNOWN_CAUSE)
+
+
+def _watch(
+    log: str,
+    fmt: OutputFormat,
+    rules: tuple[Path, ...],
+    follow: bool,
+    until_ready: bool,
+    timeout: float | None,
+    verbose: bool,
+) -> NoReturn:
+    """``--follow`` / ``--until ready``: print each report as it happens (see diagnose.follow)."""
+    from diagnose.errors import DiagnoseError
+    from diagnose.follow import watch
+    from diagnose.render import render
+    from diagnose.stream import Ready
+
+    def show(event: object) -> None:
+        if isinstance(event, Ready):
+            sys.stderr.write(f"diagnose: line {event.line}: {event.phrase}\n")
+        else:
+            sys.stdout.write(render(event, fmt, verbose=verbose) + "\n")  # type: ignore[arg-type]
+            sys.stdout.flush()  # a pipeline reads each report as it happens
+
+    try:
+        result = watch(log, follow=follow, until_ready=until_ready, timeout=timeout,
+                       rule_dirs=rules, on_event=show)  # fmt: skip
+    except DiagnoseError as exc:
+        _fail(str(exc))
+    except KeyboardInterrupt:
+        raise typer.Exit(ExitCode.KNOWN_CAUSE) from None
+    except Exception as exc:  # a bug must still end in one line, not a traceback
+        _fail(f"internal error ({type(exc).__name__}: {exc}); please report it with the log")
+    sys.stderr.write(f"diagnose: {result.message}\n")
+    raise typer.Exit(result.exit_code)
 
 
 def _use_color(no_color: bool) -> bool:

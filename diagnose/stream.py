@@ -30,6 +30,7 @@ import os
 import re
 import select
 import stat
+import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -58,6 +59,7 @@ __all__ = [
 _MAX_LINE = 1 << 20
 _MAX_CONTEXT_LINES = 500
 _CHUNK = 4 << 20
+_BATCH_SECONDS = 0.1
 
 # Readiness phrases that mean "serving now".  sglang's uvicorn prints "Application startup
 # complete." BEFORE its warm-up request runs (sglang http_server.py _wait_and_warmup), and
@@ -183,7 +185,7 @@ class StreamDiagnoser:
         settle_lines: int = 40,
         before: int = 20,
         after: int = 5,
-        dedupe_lines: int = 10_000,
+        dedupe_lines: int = 2_000,
         max_window_lines: int = 20_000,
         max_window_bytes: int = 8 << 20,
         context_head_lines: int = 20_000,
@@ -499,6 +501,7 @@ def iter_events(
     *,
     quiet: float | None = 2.0,
     chunk_size: int = _CHUNK,
+    batch_lines: int = 512,
     **options: Any,
 ) -> Iterator[Diagnosis | Ready]:
     """Yield crash diagnoses and readiness lines from ``source`` as they complete.
@@ -507,16 +510,31 @@ def iter_events(
     lines.  For a pipe or socket, ``quiet`` seconds without new data complete the open
     crash window, so the last crash is reported even when the writer goes silent without
     closing (a regular file or a plain iterable has no clock: its windows complete on
-    ``settle_lines`` quiet lines or at the end).  ``options`` go to :class:`StreamDiagnoser`.
+    ``settle_lines`` quiet lines or at the end).  An iterable's lines are matched in batches
+    of up to ``batch_lines``, each flushed at the latest when a line arrives 0.1 s after the
+    batch began.  ``options`` go to :class:`StreamDiagnoser`.
     """
     engine = StreamDiagnoser(**options)
     if hasattr(source, "read"):
         for chunk in read_chunks(source, quiet, chunk_size):  # type: ignore[arg-type]
             yield from engine.idle() if chunk is None else engine.feed(chunk)
     else:
+        # Lines are matched in batches (one RE2 call per batch, not per line); a batch is
+        # flushed at ``batch_lines`` lines or when a line arrives ``_BATCH_SECONDS`` after
+        # the batch began, so a slow live source is not held back.
+        batch: list[bytes] = []
+        started = 0.0
         for line in source:
-            raw = line.encode("utf-8", "replace") if isinstance(line, str) else line
-            yield from engine.feed(raw if raw.endswith(b"\n") else raw + b"\n")
+            raw = line.encode("utf-8", "replace") if isinstance(line, str) else bytes(line)
+            if not batch:
+                started = time.monotonic()
+            batch.append(raw if raw.endswith(b"\n") else raw + b"\n")
+            if len(batch) >= batch_lines or time.monotonic() - started >= _BATCH_SECONDS:
+                events = engine.feed(b"".join(batch))
+                batch.clear()
+                yield from events
+        if batch:
+            yield from engine.feed(b"".join(batch))
     yield from engine.close()
 
 

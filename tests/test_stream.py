@@ -1,0 +1,271 @@
+"""Tests for diagnose.stream: per-crash reports from a stream, as each crash completes."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import diagnose
+from diagnose import diagnose_text
+from diagnose.report import Diagnosis
+from diagnose.stream import (
+    Ready,
+    StreamDiagnoser,
+    is_fatal_crash,
+    iter_diagnoses,
+    iter_events,
+)
+
+
+def healthy(n: int, start: int = 0) -> list[str]:
+    """Synthetic healthy serving lines (our own format, numbers vary)."""
+    return [
+        f"[2031-07-04 12:{(start + i) // 60 % 60:02d}:{(start + i) % 60:02d} TP{i % 4}] "
+        f"Decode batch. #running-req: {i % 97}, #token: {i * 13}, gen throughput: {i % 500}.5"
+        for i in range(n)
+    ]
+
+
+def crash(rank: int = 0, pid: int = 4242, message: str = "an illegal memory access") -> list[str]:
+    """A synthetic scheduler crash: a Python traceback ending in a CUDA error."""
+    return [
+        f"[2031-07-04 12:00:00 TP{rank}] Scheduler hit an exception: "
+        "Traceback (most recent call last):",
+        f'  File "/opt/env{pid}/srv/loop.py", line 88, in run_loop',
+        "    self.step()",
+        f'  File "/opt/env{pid}/srv/model.py", line 1{rank}2, in step',
+        "    out = kernel(x)",
+        f"RuntimeError: CUDA error: {message} was encountered",
+    ]
+
+
+def stream_of(lines: list[str]) -> str:
+    return "\n".join(lines) + "\n"
+
+
+def test_one_crash_is_reported_with_original_line_numbers() -> None:
+    lines = [*healthy(300), *crash(), *healthy(300)]
+    found = list(iter_diagnoses(lines))
+    assert len(found) == 1
+    d = found[0]
+    assert d.streamed
+    batch = diagnose_text(stream_of(lines))
+    assert [r.message for r in d.crashes] == [r.message for r in batch.crashes]
+    assert [r.message_line for r in d.crashes] == [r.message_line for r in batch.crashes] == [306]
+    assert d.cause == batch.cause
+
+
+def test_crash_free_stream_yields_nothing_and_counts_lines() -> None:
+    engine = StreamDiagnoser()
+    events = engine.feed(stream_of(healthy(5000))) + engine.close()
+    assert events == []
+    assert engine.stats.lines == 5000
+    assert engine.stats.windows == 0
+
+
+def test_report_comes_before_the_stream_ends() -> None:
+    total = [*healthy(100), *crash(), *healthy(2000)]
+    consumed = 0
+
+    def source() -> Iterator[str]:
+        nonlocal consumed
+        for line in total:
+            consumed += 1
+            yield line
+
+    first = next(iter_diagnoses(source(), batch_lines=1, settle_lines=40))
+    assert first.crashes[0].message_line == 106
+    # complete after exactly settle_lines quiet lines, not at the end of the stream
+    assert consumed == 106 + 40
+
+
+def test_copies_from_ranks_in_separate_windows_give_one_report() -> None:
+    lines: list[str] = []
+    for rank in range(8):
+        lines += healthy(100, start=rank * 100)
+        lines += crash(rank=rank, pid=1000 + rank)
+    lines += healthy(100)
+    engine = StreamDiagnoser()
+    reports = [
+        e for e in engine.feed(stream_of(lines)) + engine.close() if isinstance(e, Diagnosis)
+    ]
+    assert len(reports) == 1
+    assert engine.stats.suppressed == 7
+
+
+def test_interleaved_rank_copies_are_one_region() -> None:
+    lines = [*healthy(50)]
+    copies = [crash(rank=r, pid=7) for r in range(4)]
+    for row in zip(*copies, strict=True):
+        lines.extend(row)
+    lines += healthy(100)
+    reports = list(iter_diagnoses(lines))
+    assert len(reports) == 1
+
+
+def test_different_crashes_are_each_reported() -> None:
+    lines = [*healthy(100), *crash(), *healthy(500), *crash(message="misaligned address")]
+    lines += healthy(10)
+    reports = list(iter_diagnoses(lines))
+    assert [("misaligned" in d.crashes[-1].message) for d in reports] == [False, True]
+
+
+def test_same_crash_long_after_is_a_new_report() -> None:
+    lines = [*healthy(10), *crash(), *healthy(3000), *crash(), *healthy(10)]
+    assert len(list(iter_diagnoses(lines, dedupe_lines=1000))) == 2
+
+
+def test_huge_trace_is_cut_not_kept() -> None:
+    frames = [f"frame #{i}: libfoo.so(+0x{i:x}) [0x{i:x}]" for i in range(30_000)]
+    lines = [*healthy(10), "terminate called after throwing an instance of 'c10::Error'", *frames]
+    engine = StreamDiagnoser(max_window_lines=5000)
+    for line in lines:
+        engine.feed(line + "\n")
+    engine.close()
+    assert engine.stats.cut_windows >= 5
+
+
+def test_long_line_without_newline_is_bounded() -> None:
+    engine = StreamDiagnoser()
+    engine.feed(b"x" * (3 << 20))
+    assert len(engine._carry) < (2 << 20)
+    events = engine.feed(b"\n" + stream_of(crash()).encode()) + engine.close()
+    assert len([e for e in events if isinstance(e, Diagnosis)]) == 1
+    assert engine.stats.lines == 7
+
+
+@settings(max_examples=25, deadline=None)
+@given(cuts=st.lists(st.integers(min_value=1, max_value=4000), min_size=1, max_size=12))
+def test_chunk_boundaries_do_not_change_reports(cuts: list[int]) -> None:
+    text = stream_of([*healthy(60), *crash(), *healthy(80), *crash(message="bad"), *healthy(5)])
+    data = text.encode()
+    whole = StreamDiagnoser()
+    expected = whole.feed(data) + whole.close()
+    engine = StreamDiagnoser()
+    got: list[Diagnosis | Ready] = []
+    pos = 0
+    for cut in cuts:
+        got += engine.feed(data[pos : pos + cut])
+        pos += cut
+    got += engine.feed(data[pos:]) + engine.close()
+    key = [(type(e).__name__, getattr(e, "crashes", None)) for e in expected]
+    assert [(type(e).__name__, getattr(e, "crashes", None)) for e in got] == key
+    assert len(key) == 2
+
+
+def test_pipe_that_goes_quiet_still_reports_its_crash() -> None:
+    read_fd, write_fd = os.pipe()
+    try:
+        os.write(write_fd, stream_of([*healthy(5), *crash()]).encode())
+        with os.fdopen(read_fd, "rb", closefd=True) as reader:
+            events = iter_events(reader, quiet=0.2)
+            first = next(events)  # the writer is still open: only the quiet period ends it
+            assert isinstance(first, Diagnosis)
+            assert first.crashes[0].message_line == 11
+    finally:
+        os.close(write_fd)
+
+
+def test_ready_lines_and_sglang_warmup() -> None:
+    sglang = [
+        "[2031-07-04 12:00:00] server_args=ServerArgs(model_path='acme/tiny', tp_size=1)",
+        "INFO:     Application startup complete.",
+        "[2031-07-04 12:00:09] The server is fired up and ready to roll!",
+    ]
+    events = [e for e in iter_events(sglang) if isinstance(e, Ready)]
+    assert [(e.line, e.serving) for e in events] == [(2, False), (3, True)]
+    vllm = ["INFO 07-04 12:00:00 [api_server.py:1] vLLM API server version 0.0.1",
+            "INFO:     Application startup complete."]  # fmt: skip
+    assert [e.serving for e in iter_events(vllm) if isinstance(e, Ready)] == [True]
+
+
+def test_skipped_tactics_before_ready_are_not_the_crash() -> None:
+    lines = [
+        "[2031-07-04 12:00:00] WARNING tuner: [Autotuner]: Skipping tactic <Runner object at "
+        "0x7f0011> 2, due to failure while profiling: Assertion failed: Failed to initialize "
+        "cutlass TMA WS grouped gemm. Error: Error Internal (gemm_launch.inl:77)",
+        "[2031-07-04 12:00:01] INFO tuner: [Autotuner]: Skipped 6 unsupported tactic(s) for gemm1",
+        *healthy(3),
+        "INFO:     Application startup complete.",
+    ]
+    reports = list(iter_diagnoses(lines))
+    assert reports, "the skipped tactics are reported"
+    assert not any(is_fatal_crash(d) for d in reports)
+    assert reports[0].cause == "tactic-skipped"
+
+
+def test_is_fatal_crash_on_a_real_crash() -> None:
+    d = next(iter_diagnoses([*healthy(3), *crash()]))
+    assert is_fatal_crash(d)
+
+
+def test_public_export() -> None:
+    assert diagnose.iter_diagnoses is iter_diagnoses
+
+
+def test_text_file_object(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_text(stream_of([*healthy(30), *crash(), *healthy(30)]), encoding="utf-8")
+    with log.open(encoding="utf-8") as f:
+        assert len(list(iter_diagnoses(f))) == 1
+    with log.open("rb") as f:
+        assert len(list(iter_diagnoses(f))) == 1
+
+
+@pytest.fixture
+def corpus() -> Path:
+    shared = Path(__file__).resolve().parents[1].parent / "shared" / "corpus" / "dev"
+    if not shared.is_dir():
+        pytest.skip("../shared/corpus is not present")
+    return shared
+
+
+def test_stream_names_the_batch_cause_on_the_dev_corpus(corpus: Path) -> None:
+    from diagnose import diagnose_file
+
+    known = agree = 0
+    for path in sorted(corpus.glob("*.log")):
+        whole = diagnose_file(path)
+        if not whole.known:
+            continue
+        known += 1
+        with path.open("rb") as f:
+            agree += whole.cause in {d.cause for d in iter_diagnoses(f)}
+    assert known >= 10
+    assert agree / known >= 0.85, (agree, known)
+
+
+def test_readme_pipeline_examples_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import logging
+    import re
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Pipelines", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert len(blocks) == 2
+    example = Path(__file__).resolve().parents[1] / "diagnose" / "examples" / "sm120-ep8-smem.log"
+    (tmp_path / "server.log").write_text(stream_of([*healthy(20), *crash(), *healthy(50)]))
+    (tmp_path / "logs").mkdir()
+    for n in range(3):
+        (tmp_path / "logs" / f"node{n}.log").write_text(example.read_text(encoding="utf-8"))
+    monkeypatch.chdir(tmp_path)
+    root = logging.getLogger()
+    before = list(root.handlers)
+    try:
+        exec(compile(blocks[0], "README-stream", "exec"), {})
+    finally:
+        for handler in root.handlers[len(before) :]:
+            root.removeHandler(handler)
+    (line,) = capsys.readouterr().out.splitlines()
+    assert line.split()[1] == "26"  # "<cause> <message line> <title>"
+    pytest.importorskip("distributed", reason="the 'fleet' extra is not installed")
+    exec(compile(blocks[1], "README-fleet", "exec"), {})
+    out = capsys.readouterr().out
+    assert "3 nodes: smem-overflow on sm_120, tile 128x256x128" in out
