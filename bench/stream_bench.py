@@ -7,7 +7,9 @@ Two synthetic server logs (healthy lines from ``bench/gen_server_log.py``):
 
 Each measurement runs in a fresh child process so its peak RSS (``ru_maxrss``) is its own:
 
-* ``scan``: ``diagnose.ingest.scan.scan`` over the file (what the CLI runs on big inputs);
+* ``scan``: ``diagnose.ingest.scan.scan`` over the file, trigger literals only (the floor);
+* ``cli-scan``: the same with ``diagnose.context.CONTEXT_LITERALS``, as ``diagnose.pipeline``
+  calls it for a big file;
 * ``stream-file``: ``iter_diagnoses(open(path, "rb"))`` (chunked reads);
 * ``stream-lines``: ``iter_diagnoses(line for line in f)`` (an iterable of text lines).
 
@@ -38,6 +40,11 @@ if mode == "scan":
     from diagnose.ingest.scan import scan
     with open(path, "rb") as f:
         found = len(scan(f).windows)
+elif mode == "cli-scan":
+    from diagnose.context import CONTEXT_LITERALS
+    from diagnose.ingest.scan import scan
+    with open(path, "rb") as f:
+        found = len(scan(f, context_literals=CONTEXT_LITERALS).windows)
 elif mode == "stream-file":
     from diagnose.stream import iter_diagnoses
     with open(path, "rb") as f:
@@ -110,7 +117,7 @@ def main() -> None:
             write_log(path, mb << 20, crashes)
         size = path.stat().st_size / 1e6
         base = None
-        for mode in ("scan", "stream-file", "stream-lines"):
+        for mode in ("scan", "cli-scan", "stream-file", "stream-lines"):
             runs = [measure(mode, path) for _ in range(max(1, args.repeat))]
             r = min(runs, key=lambda x: x["seconds"])
             r["rss"] = max(x["rss"] for x in runs)

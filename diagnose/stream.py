@@ -267,6 +267,13 @@ class StreamDiagnoser:
         """The file was truncated or rotated: finish what is open, then count from line 1."""
         out = self.close()
         self._reset_position()
+        # Line numbers, readiness and the head belong to the old file: a ready line kept
+        # from it would mark the new file's crashes as survived (verdict.decide).
+        self._context_raw.clear()
+        self._ready_lines.clear()
+        self._head_context = None
+        self._sglang = False
+        self._seen.clear()
         return out
 
     # ------------------------------------------------------------------ the scan

@@ -269,3 +269,14 @@ def test_readme_pipeline_examples_run(
     exec(compile(blocks[1], "README-fleet", "exec"), {})
     out = capsys.readouterr().out
     assert "3 nodes: smem-overflow on sm_120, tile 128x256x128" in out
+
+
+def test_restart_forgets_the_old_file() -> None:
+    engine = StreamDiagnoser()
+    first = engine.feed(stream_of([*healthy(3000), "INFO:     Application startup complete."]))
+    assert [type(e) for e in first] == [Ready]
+    engine.restart()  # truncated: the same crash again is a new event, numbered from 1
+    again = engine.feed(stream_of([*healthy(5), *crash(), *healthy(50)])) + engine.close()
+    (d,) = [e for e in again if isinstance(e, Diagnosis)]
+    assert d.crashes[0].message_line == 11
+    assert is_fatal_crash(d)  # not "survived" because of the old file's ready line
