@@ -405,6 +405,7 @@ class _Clean:
     prefixed: bool  # a log/process prefix was stripped: it starts a new log record
     width: int  # length as the terminal showed it (for hard-wrap detection)
     joined: int = 1
+    pad: int = 0  # trailing blanks trimmed: one is a cut between two words, more are padding
 
 
 def _clean(number: int, raw: str, fence: _Fence) -> _Clean:
@@ -446,7 +447,8 @@ def _clean(number: int, raw: str, fence: _Fence) -> _Clean:
             prefixed = prefixed or again
     if "\b" in text:
         text = _undo_backspaces(text)
-    return _Clean(number, text.rstrip(" \t"), ident.value, prefixed, width)
+    kept = text.rstrip(" \t")
+    return _Clean(number, kept, ident.value, prefixed, width, pad=len(text) - len(kept))
 
 
 # --- soft-wrap re-joining -------------------------------------------------------------------
@@ -486,26 +488,61 @@ def _is_cut_frame(line: _Clean) -> bool:
     return line.width in WRAP_WIDTHS and (last.isalnum() or last in "_:<,/.")
 
 
+def _is_hard_cut(line: _Clean) -> bool:
+    """Any line that ends exactly at a terminal width: the terminal cut it there.
+
+    Error messages get cut too, not only frames (``CUDA out of`` / ``memory. Tried to
+    allocate``), and a rule needs the message whole.  A separator rule (``=`` * 80) is
+    exactly as wide by design, so lines of one or two distinct characters are not cuts.
+    A log prefix that alone fills the terminal line leaves its message on the next one.
+    A line padded with blanks to the width (a Windows console copy) was not cut.
+    """
+    if line.width not in WRAP_WIDTHS or line.pad > 1:
+        return False
+    body = line.text.strip()
+    return len(set(body)) > 2 or (line.prefixed and not body)
+
+
 def _continues(head: _Clean, nxt: _Clean) -> bool:
-    """Whether ``nxt`` is the rest of the cut frame ``head`` (conservative)."""
+    """Whether ``nxt`` is the rest of the cut frame or hard-cut line ``head`` (conservative)."""
     text = nxt.text
     if head.joined >= MAX_JOINED_LINES or not text or nxt.prefixed:
         return False
-    if text[0] in " \t" or (nxt.rank is not None and nxt.rank != head.rank):
+    if nxt.rank is not None and nxt.rank != head.rank:
+        return False
+    if not head.text:
+        return _is_hard_cut(head)  # only a prefix fit on the line: this is its message
+    if head.joined > 1 and _is_hard_cut(head):
+        # Piece after piece exactly the terminal's width: the wrap is certain, and the next
+        # piece may start anywhere (``uctor.exc.InductorError`` looks like a new record).
+        return True
+    # An indented line starts a new record; a single space is where a terminal cut fell
+    # between two words of a hard-cut line.
+    if text[0] in " \t" and not (text[1:2] not in (" ", "\t", "") and _is_hard_cut(head)):
         return False
     if _FRAME_START.match(text) or _NEW_RECORD.match(text):
         return False
     if _may_hold_marker(text) and _SPLIT_STRONG.search(text):
         return False  # holds a traceback/frame marker of its own: a new record
-    return _is_cut_frame(head)
+    return _is_cut_frame(head) or _is_hard_cut(head)
 
 
 def _join(head: _Clean, nxt: _Clean) -> _Clean:
-    """Glue ``nxt`` onto ``head``: no separator for a hard cut, a space after a comma."""
+    """Glue ``nxt`` onto ``head``: no separator for a hard cut, a space after a comma.
+
+    A space the head's trailing trim removed is put back (``error`` + ``on the device``).
+    A terminal narrower than a long prefix cuts inside it (vLLM worker + logger prefixes
+    run past 80 columns), so a hard-cut head gets its now-whole prefix stripped again.
+    """
     left = head.text
-    sep = " " if left.endswith(",") and head.width not in WRAP_WIDTHS else ""
-    head.text = left + sep + nxt.text
+    spaced = head.pad == 1 or (left.endswith(",") and head.width not in WRAP_WIDTHS)
+    head.text = left + (" " if spaced else "") + nxt.text
+    if _is_hard_cut(head) and head.text:
+        ident = _Ident()
+        head.text, _ = _strip_prefixes(head.text, ident)
+        head.rank = head.rank or ident.value
     head.width = nxt.width
+    head.pad = nxt.pad
     head.joined += 1
     return head
 
@@ -622,7 +659,7 @@ def normalize_lines(lines: Iterable[tuple[int, str]]) -> Iterator[LogLine]:
                 continue
             yield from _emit(held)
             held = None
-        if _is_cut_frame(line):
+        if _is_cut_frame(line) or _is_hard_cut(line):
             held = line
         else:
             yield from _emit(line)
