@@ -14,8 +14,8 @@ Each measurement runs in a fresh child process so its peak RSS (``ru_maxrss``) i
 * ``stream-lines``: ``iter_diagnoses(line for line in f)`` (an iterable of text lines).
 
 Usage: ``python bench/stream_bench.py [--clean-mb 1024] [--crashy-mb 2048] [--crashes 1000]
-[--dir /tmp] [--repeat 2]``.  Prints a Markdown table: best-of-N MB/s, the ratio to ``scan``,
-the largest peak RSS.
+[--dir /tmp] [--repeat 2] [--only clean|crashy] [--generate-only]``.  Prints a Markdown table:
+best-of-N MB/s, the ratio to ``scan``, the largest peak RSS.
 """
 
 from __future__ import annotations
@@ -104,17 +104,23 @@ def main() -> None:
     parser.add_argument("--crashes", type=int, default=1000)
     parser.add_argument("--dir", type=Path, default=Path("/tmp"))
     parser.add_argument("--repeat", type=int, default=2, help="best of N runs per mode")
+    parser.add_argument("--only", choices=("clean", "crashy"), help="measure one log only")
+    parser.add_argument("--generate-only", action="store_true", help="write the logs, measure none")
     args = parser.parse_args()
     logs = [
         ("clean", args.dir / f"stream-clean-{args.clean_mb}.log", args.clean_mb, 0),
         ("crashy", args.dir / f"stream-crashy-{args.crashy_mb}-{args.crashes}.log",
          args.crashy_mb, args.crashes),
     ]  # fmt: skip
-    print("| log | mode | MB/s | vs scan | peak RSS MB | reports |")
-    print("|---|---|---:|---:|---:|---:|")
-    for name, path, mb, crashes in logs:
+    logs = [log for log in logs if args.only in (None, log[0])]
+    for _, path, mb, crashes in logs:
         if not path.exists():
             write_log(path, mb << 20, crashes)
+    if args.generate_only:
+        return
+    print("| log | mode | MB/s | vs scan | peak RSS MB | reports |")
+    print("|---|---|---:|---:|---:|---:|")
+    for name, path, mb, _ in logs:
         size = path.stat().st_size / 1e6
         base = None
         for mode in ("scan", "cli-scan", "stream-file", "stream-lines"):
