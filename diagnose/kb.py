@@ -713,7 +713,22 @@ def _rules_dir() -> Path | None:
 
 @functools.lru_cache(maxsize=1)
 def _default_kb() -> KnowledgeBase:
-    return _build(data_dir("kb"), (), _rules_dir())
+    """The shipped kb: from the on-disk snapshot when no input or code changed since."""
+    from diagnose.rules import snapshot
+
+    root, rules_dir = data_dir("kb"), _rules_dir()
+    # The version hashes the rules dir too, so its files are part of the key.
+    key = (
+        "kb",
+        snapshot.code_stamp(),
+        snapshot.stamps([root, *([rules_dir] if rules_dir else [])]),
+    )
+    cached = snapshot.load(key)
+    if isinstance(cached, KnowledgeBase):
+        return cached
+    kb = _build(root, (), rules_dir)
+    snapshot.save(key, kb)
+    return kb
 
 
 def load_kb(extra_dirs: Sequence[Path] = (), *, root: Path | None = None) -> KnowledgeBase:

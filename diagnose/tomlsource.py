@@ -11,23 +11,19 @@ from __future__ import annotations
 
 import marshal
 import os
-import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from diagnose.errors import RuleFileError
+from diagnose.lazyre import lazy
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
-
-_TOML_ERR_POS = re.compile(r"\(at line (\d+), column (\d+)\)")
-_HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(?:#.*)?$")
-_KEY = re.compile(r"""^\s*("[^"]*"|'[^']*'|[A-Za-z0-9_.\-]+)\s*=""")
-_INDEX = re.compile(r"^(.*)\[(\d+)\]$")
+# Only needed to report an error or locate an example: compiled on first use.
+_TOML_ERR_POS = lazy(r"\(at line (\d+), column (\d+)\)")
+_HEADER = lazy(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(?:#.*)?$")
+_KEY = lazy(r"""^\s*("[^"]*"|'[^']*'|[A-Za-z0-9_.\-]+)\s*=""")
+_INDEX = lazy(r"^(.*)\[(\d+)\]$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +74,27 @@ class TomlSource:
                     return number
         return table_line
 
+    def array_table_lines(self, name: str) -> list[int]:
+        """Return the lines of every top-level ``[[name]]`` header, in order, in one pass.
+
+        Entry ``i`` is what :meth:`line_of` answers for ``name[i]``; locating every
+        ``[[examples]]`` entry this way reads the file once instead of once per entry.
+        """
+        lines: list[int] = []
+        for number, raw in enumerate(self.text.splitlines(), start=1):
+            if "[[" not in raw:
+                continue
+            header = _HEADER.match(raw)
+            # The same test line_of makes for entry 0, so both always agree.
+            if (
+                header
+                and header.group(1) == "[["
+                and not raw.lstrip().startswith("#")
+                and _split_header(f"{header.group(2).strip()}[0]") == [f"{name}[0]"]
+            ):
+                lines.append(number)
+        return lines
+
     def error(self, field: str | None, message: str) -> RuleFileError:
         """Build a :class:`RuleFileError` located at ``field``'s line."""
         line = self.line_of(field) if field else None
@@ -98,12 +115,19 @@ _used: set[tuple[str, int, int]] = set()
 _CACHE_VERSION = 1
 
 
-def _cache_file() -> Path:
-    """Where parsed TOML is kept: ``$CRASHKB_CACHE_DIR`` or the user's XDG cache dir."""
+def cache_dir() -> Path:
+    """Where crashkb keeps caches: ``$CRASHKB_CACHE_DIR`` or the user's XDG cache dir."""
     base = os.environ.get("CRASHKB_CACHE_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "crashkb"
     )
-    return Path(base) / f"toml-v{_CACHE_VERSION}-py{sys.version_info[0]}{sys.version_info[1]}.marshal"
+    return Path(base)
+
+
+def _cache_file() -> Path:
+    """Where parsed TOML is kept (see :func:`cache_dir`)."""
+    return (
+        cache_dir() / f"toml-v{_CACHE_VERSION}-py{sys.version_info[0]}{sys.version_info[1]}.marshal"
+    )
 
 
 def _load_cache() -> dict[tuple[str, int, int], tuple[str, dict[str, Any]]]:
@@ -153,6 +177,11 @@ def load_toml(path: Path) -> TomlSource:
     except OSError as exc:
         raise RuleFileError(str(path), None, None, f"cannot read: {exc.strerror or exc}") from exc
     text = raw.decode("utf-8", errors="replace")
+    # tomllib is imported only on a cache miss: a warm run never parses TOML.
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on 3.10 only
+        import tomli as tomllib
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -21,9 +21,9 @@ from typing import Any
 from diagnose.model import Evidence, FactValue, Finding
 from diagnose.rules import signals as sig
 from diagnose.rules.document import Document
-from diagnose.rules.parse import PLACEHOLDER_RE
 from diagnose.rules.ruleset import RuleSet
 from diagnose.rules.schema import (
+    PLACEHOLDER_RE,
     ContextSignal,
     FrameSignal,
     FuzzySignal,

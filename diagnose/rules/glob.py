@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+
+from diagnose.lazyre import LazyRE2
 
 
 def glob_to_regex(glob: str, *, ignore_case: bool = False) -> str:
@@ -25,7 +26,7 @@ class Glob:
 
     text: str
     ignore_case: bool = False
-    regex: Any = None  # RE2 pattern when the glob has '?'
+    regex: LazyRE2 | None = None  # RE2 pattern when the glob has '?'
 
     @classmethod
     def compile(cls, text: str, *, ignore_case: bool = False) -> Glob:
@@ -36,11 +37,8 @@ class Glob:
 
         options = re2.Options()
         options.log_errors = False
-        return cls(
-            text,
-            ignore_case,
-            re2.compile(glob_to_regex(text, ignore_case=ignore_case), options=options),
-        )
+        compiled = re2.compile(glob_to_regex(text, ignore_case=ignore_case), options=options)
+        return cls(text, ignore_case, LazyRE2.wrap(compiled))
 
     def matches(self, value: str) -> bool:
         """True when the whole of ``value`` matches the glob."""

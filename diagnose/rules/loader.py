@@ -17,11 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from diagnose.errors import RuleFileError
-from diagnose.rules import locate
-from diagnose.rules.parse import parse_rule
+from diagnose.rules import snapshot
 from diagnose.rules.ruleset import RuleSet
 from diagnose.rules.schema import Rule
-from diagnose.tomlsource import load_toml
 
 ENV_VAR = "DIAGNOSE_RULES_PATH"
 
@@ -83,6 +81,11 @@ def check_rules(
     Each broken file contributes its first error; duplicate ids and aliases
     across files are reported at the second file's ``id`` (or ``aliases``) line.
     """
+    # Validation machinery is imported here: a run served from the snapshot never needs it.
+    from diagnose.rules import locate
+    from diagnose.rules.parse import parse_rule
+    from diagnose.tomlsource import load_toml
+
     known = _cause_checker(kb if kb is not None else _default_kb())
     rules: list[Rule] = []
     errors: list[RuleFileError] = []
@@ -116,7 +119,30 @@ def load_rules(
     ``diagnose.kb.load_kb()``).  Raises the first
     :class:`~diagnose.errors.RuleFileError` (``file:line: field 'x': message``).
     """
+    if kb is None:
+        kb = _default_kb()
+    key = _snapshot_key(rule_dirs(dirs, include_default=include_default), kb)
+    if key is not None:
+        cached = snapshot.load(key)
+        if cached is not None:
+            rules, roots = cached
+            return RuleSet.build(rules, roots)
     rules, errors, roots = check_rules(dirs, kb=kb, include_default=include_default)
     if errors:
         raise errors[0]
+    if key is not None:
+        snapshot.save(key, (tuple(rules), tuple(roots)))
     return RuleSet.build(rules, roots)
+
+
+def _snapshot_key(roots: Sequence[Path], kb: Any) -> tuple[Any, ...] | None:
+    """The rule snapshot's key: code, the kb's cause ids and every rule file's stamp.
+
+    ``None`` (no snapshot) for a duck-typed kb: only a real :class:`KnowledgeBase`
+    says, through its cause ids, everything validation asks of it.
+    """
+    from diagnose.kb import KnowledgeBase
+
+    if not isinstance(kb, KnowledgeBase):
+        return None
+    return ("rules", snapshot.code_stamp(), kb.cause_ids, snapshot.stamps(roots))

@@ -8,11 +8,11 @@ so matching never compiles or fails on syntax.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from typing import Any, NoReturn, cast
 
 from diagnose.errors import RuleFileError
+from diagnose.lazyre import LazyRE2, lazy
 from diagnose.rules import locate
 from diagnose.rules.glob import Glob
 from diagnose.rules.prefilter import regex_literals
@@ -23,6 +23,7 @@ from diagnose.rules.schema import (
     FRAME_FACTS,
     FRAME_FIELDS,
     FUZZY_METHODS,
+    PLACEHOLDER_RE,
     SCOPES,
     SEVERITIES,
     UNITS,
@@ -61,15 +62,14 @@ SIGNAL_KEYS: Mapping[str, frozenset[str]] = {
     "fuzzy": frozenset({"min_score", "method"}),
 }
 EXAMPLE_KEYS = frozenset({"name", "expect", "log", "facts", "reason"})
-ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]*/[a-z0-9][a-z0-9-]*$")
-REFERENCE_RE = re.compile(r"^[\w.-]+/[\w.-]+#\d+$")
-EXAMPLE_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
-PLACEHOLDER_RE = re.compile(r"\{([A-Za-z_][\w.]*)(?::(\w+))?\}")
-_NUMERIC_RE = re.compile(r"^\s*(\S+)\s*(==|!=|<=|>=|<|>)\s*(\S+)\s*$")
-_FACT_NAME_RE = re.compile(r"^[A-Za-z_]\w*(?:\.\w+)?$")
-_TILE_TEST_RE = re.compile(r"^\s*(==|!=|<=|>=|<|>)?\s*(\d+)\s*$")
+ID_RE = lazy(r"^[a-z0-9][a-z0-9-]*/[a-z0-9][a-z0-9-]*$")
+REFERENCE_RE = lazy(r"^[\w.-]+/[\w.-]+#\d+$")
+EXAMPLE_NAME_RE = lazy(r"^[a-z0-9][a-z0-9-]*$")
+_NUMERIC_RE = lazy(r"^\s*(\S+)\s*(==|!=|<=|>=|<|>)\s*(\S+)\s*$")
+_FACT_NAME_RE = lazy(r"^[A-Za-z_]\w*(?:\.\w+)?$")
+_TILE_TEST_RE = lazy(r"^\s*(==|!=|<=|>=|<|>)?\s*(\d+)\s*$")
 # RE2 runs in linear time because it has no backtracking features; name them plainly.
-_RE2_REFUSED = re.compile(r"\\[1-9]|\\k<|\(\?<?[=!]|\(\?>")
+_RE2_REFUSED = lazy(r"\\[1-9]|\\k<|\(\?<?[=!]|\(\?>")
 
 
 class _Parser:
@@ -348,7 +348,7 @@ class _Parser:
         options = re2.Options()
         options.log_errors = False  # the library never prints; the error goes into the message
         try:
-            return re2.compile(pattern, options=options)
+            return LazyRE2.wrap(re2.compile(pattern, options=options))
         except re2.error as exc:
             why = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else str(exc)
             if _RE2_REFUSED.search(pattern):
@@ -363,6 +363,8 @@ class _Parser:
     def examples(self, data: Mapping[str, Any]) -> tuple[Example, ...]:
         """Validate ``[[examples]]``: at least one ``match`` and one ``no-match``."""
         items = self.get(data, "examples", list, "examples", default=[])
+        # One pass finds every [[examples]] header (was one scan of the file per example).
+        header_lines = self.src.array_table_lines("examples")
         out: list[Example] = []
         for i, item in enumerate(items):
             field = f"examples[{i}]"
@@ -385,7 +387,10 @@ class _Parser:
             for key in facts:
                 if key not in self.facts:
                     self.fail(f"{field}.facts", f"'{key}' is not a fact this rule extracts")
-            line = locate.line_of(self.src, field)
+            if i < len(header_lines):
+                line: int | None = header_lines[i]
+            else:  # inline `examples = [...]`: locate walks the array
+                line = locate.line_of(self.src, field)
             out.append(Example(name, expect, log, tuple(facts.items()), reason, line))
         for want in ("match", "no-match"):
             if not any(e.expect == want for e in out):

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from diagnose.lazyre import lazy
 from diagnose.model import FactValue
 
 Severity = Literal["fatal", "warning", "info"]
@@ -34,6 +35,8 @@ FUZZY_METHODS: tuple[FuzzyMethod, ...] = ("partial_ratio", "token_set_ratio")
 FRAME_FIELDS = ("function", "symbol", "module", "file")
 #: Facts a matching ``frame`` signal reports (from :class:`~diagnose.model.KernelFacts`).
 FRAME_FACTS = ("function", "arch", "dtypes", "tile", "cluster", "stages")
+#: A ``{fact}`` or ``{fact:size}`` placeholder in a rule's summary or fallback text.
+PLACEHOLDER_RE = lazy(r"\{([A-Za-z_][\w.]*)(?::(\w+))?\}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,239 @@
+"""Keep the validated knowledge base and rule base on disk, so a warm CLI run skips validation.
+
+Validating the shipped kb and rules (TOML parsing, per-field checks, error
+locations, RE2 compilation, literal extraction for the prefilter) cost ~2.6 ms a
+rule and grows with every rule authors add, while a small log takes a few ms
+to diagnose.  After a successful load the frozen result is written as *plain
+data* (``marshal``: tuples, strings, numbers; it cannot carry code to execute)
+under a key made of every input's ``(path, size, mtime_ns)`` and of the code
+that validates them.  A later run with the same key rebuilds the objects
+directly from their field values.  RE2 patterns come back uncompiled
+(:class:`~diagnose.lazyre.LazyRE2`): RE2 still costs ~0.1 ms a pattern, and the
+shared literal prefilter means most rules never run on a given log.
+
+Only successful loads are stored; a file that changes, appears or disappears
+changes the key, so an edited rule is always validated again.  Any problem
+reading or writing the cache only costs speed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import marshal
+import os
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from diagnose.lazyre import LazyRE2
+
+__all__ = ["code_stamp", "decode", "encode", "load", "save", "tree_stamp"]
+
+#: Bump when the encoding changes (the file name carries it).
+FORMAT = 1
+#: Entries kept in the file (most recent last): the shipped kb and rules plus a few extra
+#: rule-dir combinations, without growing when tests load hundreds of temporary rule sets.
+MAX_ENTRIES = 8
+
+_PACKAGE = Path(__file__).resolve().parents[1]
+#: Sources whose logic decides what a load produces (validation, schema, defaults,
+#: region kinds, arch fact names): editing one invalidates every snapshot.
+_CODE = (
+    "kb.py",
+    "model.py",
+    "regions.py",
+    "tomlsource.py",
+    "datafiles.py",
+    "rules/glob.py",
+    "rules/loader.py",
+    "rules/locate.py",
+    "rules/parse.py",
+    "rules/prefilter.py",
+    "rules/schema.py",
+    "rules/snapshot.py",
+)
+
+Key = tuple[Any, ...]
+
+_entries: dict[Key, Any] | None = None
+
+
+class Unencodable(TypeError):
+    """A value the snapshot format does not know (the load then simply is not cached)."""
+
+
+# --------------------------------------------------------------------------- keys
+
+
+def _stat(path: Path) -> tuple[int, int] | None:
+    """``(size, mtime_ns)`` of ``path``, ``None`` when it cannot be read."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_size, st.st_mtime_ns
+
+
+def code_stamp() -> Key:
+    """The package version and the stamps of the sources that shape a load."""
+    from diagnose import __version__
+
+    return (__version__, *(_stat(_PACKAGE / rel) for rel in _CODE))
+
+
+def tree_stamp(root: Path) -> Key:
+    """``(root, ((relpath, size, mtime_ns), ...))`` for every ``*.toml`` under ``root``."""
+    resolved = root.resolve()
+    if not resolved.is_dir():
+        return (str(resolved), None)
+    files = sorted(resolved.rglob("*.toml"))
+    return (str(resolved), tuple((str(p.relative_to(resolved)), *(_stat(p) or ())) for p in files))
+
+
+# --------------------------------------------------------------------------- codec
+
+
+def _registry() -> dict[str, type]:
+    """Classes a snapshot may hold, by name (imported here: they exist once a load ran)."""
+    from diagnose import kb
+    from diagnose.rules import glob, schema
+
+    classes: list[type] = [
+        schema.TextSignal,
+        schema.RegexSignal,
+        schema.TileTest,
+        schema.FrameSignal,
+        schema.RegionKindSignal,
+        schema.ContextSignal,
+        schema.Operand,
+        schema.NumericSignal,
+        schema.FuzzySignal,
+        schema.Example,
+        schema.Rule,
+        glob.Glob,
+        kb.Fix,
+        kb.Reference,
+        kb.FixedIn,
+        kb.Cause,
+        kb.ArchFacts,
+        kb.Gpu,
+        kb._NameKey,
+        kb.KnowledgeBase,
+    ]
+    return {cls.__qualname__: cls for cls in classes}
+
+
+_classes: dict[str, type] | None = None
+_RE2_TAG = "\x00re2"
+
+
+def _known() -> dict[str, type]:
+    global _classes
+    if _classes is None:
+        _classes = _registry()
+    return _classes
+
+
+def encode(value: Any) -> Any:
+    """Turn a validated object into marshal-able plain data; :class:`Unencodable` otherwise.
+
+    A registered dataclass becomes ``[name, field values...]`` and an RE2 pattern
+    (:class:`~diagnose.lazyre.LazyRE2`) ``["\\0re2", pattern, options]``; lists mark
+    these because the objects themselves only ever hold tuples.
+    """
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return value
+    if isinstance(value, tuple):
+        return tuple(encode(v) for v in value)
+    if isinstance(value, frozenset):
+        if all(v is None or isinstance(v, (str, int, float)) for v in value):
+            return value
+        raise Unencodable("a frozenset of non-scalars")
+    if isinstance(value, dict):
+        if not all(isinstance(k, str) for k in value):
+            raise Unencodable("a dict with non-string keys")
+        return {k: encode(v) for k, v in value.items()}
+    cls = type(value)
+    if dataclasses.is_dataclass(value) and _known().get(cls.__qualname__) is cls:
+        return [
+            cls.__qualname__,
+            *(encode(getattr(value, f.name)) for f in dataclasses.fields(value)),
+        ]
+    if cls is LazyRE2:
+        return [_RE2_TAG, value.pattern, value.option_values]
+    raise Unencodable(f"cannot snapshot a {cls.__module__}.{cls.__qualname__}")
+
+
+def decode(data: Any) -> Any:
+    """Rebuild what :func:`encode` produced (RE2 patterns are compiled again)."""
+    if isinstance(data, tuple):
+        return tuple(decode(v) for v in data)
+    if isinstance(data, dict):
+        return {k: decode(v) for k, v in data.items()}
+    if isinstance(data, list):
+        tag = data[0]
+        if tag == _RE2_TAG:
+            return LazyRE2(data[1], data[2])  # compiled when a rule first uses it
+        return _known()[tag](*(decode(v) for v in data[1:]))
+    return data
+
+
+# --------------------------------------------------------------------------- store
+
+
+def _file() -> Path:
+    """The snapshot file, beside the TOML parse cache."""
+    from diagnose.tomlsource import cache_dir
+
+    py = f"{sys.version_info[0]}{sys.version_info[1]}"
+    return cache_dir() / f"snapshot-v{FORMAT}-py{py}.marshal"
+
+
+def _read() -> dict[Key, Any]:
+    """Read the snapshot file once per process; any problem means no snapshots."""
+    global _entries
+    if _entries is None:
+        try:
+            loaded = marshal.loads(_file().read_bytes())
+            _entries = loaded if isinstance(loaded, dict) else {}
+        except (OSError, EOFError, ValueError, TypeError):
+            _entries = {}
+    return _entries
+
+
+def load(key: Key) -> Any | None:
+    """Return the object stored under ``key``, or ``None`` (absent, stale format, unreadable)."""
+    data = _read().get(key)
+    if data is None:
+        return None
+    try:
+        return decode(data)
+    except Exception:  # a damaged entry, or re2.error from another RE2 build: validate instead
+        return None
+
+
+def save(key: Key, value: Any) -> None:
+    """Store ``value`` under ``key`` (best effort: atomic rename, silent on failure)."""
+    try:
+        data = encode(value)
+    except Unencodable:
+        return
+    entries = _read()
+    entries.pop(key, None)
+    entries[key] = data
+    for old in list(entries)[:-MAX_ENTRIES]:
+        del entries[old]
+    target = _file()
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(marshal.dumps(entries))
+        os.replace(tmp, target)
+    except (OSError, ValueError):
+        pass  # a read-only home or an unmarshallable value only costs speed
+
+
+def stamps(roots: Iterable[Path]) -> Key:
+    """:func:`tree_stamp` of each root, in order."""
+    return tuple(tree_stamp(r) for r in roots)
