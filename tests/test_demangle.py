@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import resource
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -426,3 +428,114 @@ def test_bound_holds_on_real_symbols(shared: Path) -> None:
         if row["cxa_ok"]:
             spelled = row.get("cxa") or row["gnu"]
             assert math.log2(len(spelled)) <= dm._output_bound_bits(row["mangled"])
+
+
+# --- the batch API and the worker engines ---------------------------------------------------
+
+
+def _long_name(count: int) -> str:
+    """A name over libiberty's 1,024-character guard: f<tile<0>, tile<1>, ...>()."""
+    args = "".join(f"N4moon4tileILi{i}EEE" for i in range(count))
+    return f"_ZN4moon6kernelIJ{args}EEEvv"
+
+
+def _long_text(count: int) -> str:
+    args = ", ".join(f"moon::tile<{i}>" for i in range(count))
+    return f"void moon::kernel<{args} >()"  # GNU spacing: `> >`
+
+
+@pytest.fixture(params=["c++filt", "python"])
+def worker(request: pytest.FixtureRequest) -> Iterator[dm._Worker]:
+    """A fresh worker for each engine (GNU c++filt under ulimits, or the Python one)."""
+    made = dm._Worker(timeout_s=0.3, max_strikes=2)
+    if request.param == "c++filt":
+        if not made.native:
+            pytest.skip("GNU c++filt is not installed")
+    else:
+        made.engine = [
+            sys.executable, "-I", "-S", "-c", dm._WORKER_SOURCE, str(made.limit_as), "2"
+        ]  # fmt: skip
+    yield made
+    made.close()
+
+
+def test_demangle_many_equals_demangle_one_by_one() -> None:
+    names = [
+        "_ZN4moon6crater4rockEPKcm",
+        CUTLASS_LIKE,
+        billion_laughs(10),
+        billion_laughs(20),
+        "___ZN3orb4spinEv_block_invoke",
+        "_ZNSo5writeEPKcl@@GLIBCXX_3.4",
+        "._ZL7privatev",
+        "not a symbol",
+        "_Z3Foo$",
+        _long_name(60),
+        "_ZN4moon6crater4rockEPKcm",  # duplicates share one result
+    ]
+    batch = dm.demangle_many(iter(names))
+    dm._reset_state()
+    assert batch == [demangle(n) for n in names]
+    assert batch[0] == batch[-1] == "moon::crater::rock(char const*, unsigned long)"
+    assert batch[3] == names[3]  # megabytes of text: left as written
+    assert dm.demangle_many([]) == []
+
+
+def test_demangle_many_of_many_names_uses_one_worker() -> None:
+    names = [f"_ZN4moon5stoneILi{i}EE4rollEv" for i in range(600)] + [_long_name(60)] * 3
+    out = dm.demangle_many(names)
+    assert out[7] == "moon::stone<7>::roll()"
+    assert out[-1] == _long_text(60)
+    assert dm._WORKER.starts <= 1 and dm._WORKER.strikes == 0
+    assert dm.demangle_many(names) == out  # second pass: from the cache
+
+
+def test_long_names_are_read_past_the_length_guard() -> None:
+    name = _long_name(60)
+    assert len(name) > dm._CXA_MAX_LEN
+    assert dm._cxa_inprocess(name) is None  # gcc PR 87675: __cxa_demangle refuses it
+    assert demangle(name) == _long_text(60)
+
+
+def test_worker_engines_read_long_names(worker: dm._Worker) -> None:
+    got = worker.demangle_batch([_long_name(60), "_ZN3orb4spinEv", "_Z3Foo$", "a b\nc"])
+    assert got[1:] == ["orb::spin()", None, None]
+    if worker.native:
+        assert got[0] == _long_text(60)
+    else:  # the Python worker reads it only through binutils' libbfd
+        assert got[0] in (_long_text(60), None)
+
+
+def test_a_hostile_name_mid_batch_costs_one_restart(worker: dm._Worker) -> None:
+    good = [f"_ZN4moon5stoneILi{i}EE4rollEv" for i in range(50)]
+    batch = [*good[:20], billion_laughs(28), *good[20:]]
+    got = worker.demangle_batch(batch)
+    assert got[20] is None  # the name the worker was on when it was killed
+    assert got[:20] + got[21:] == [f"moon::stone<{i}>::roll()" for i in range(50)]
+    assert worker.strikes == 1 and worker.starts == 2
+
+
+def test_oversized_answer_is_refused_without_a_strike(worker: dm._Worker) -> None:
+    worker.timeout_s = 5.0
+    got = worker.demangle_batch(["_ZN3orb4spinEv", billion_laughs(18), "_ZN3orb4spinEv"])
+    assert got == ["orb::spin()", None, "orb::spin()"]  # ~7 MB of text in the middle
+    assert worker.strikes == 0
+
+
+def _reference_bound_bits(core: str) -> float:
+    """The bound as first written: one overlapping lookahead regex per reference kind."""
+    n = len(core)
+    if n > dm._INPROC_MAX_LEN:
+        return float(dm._INPROC_BUDGET_BITS + 1)
+    counts: dict[str, int] = {}
+    for seq in re.findall(r"(?=S([0-9A-Z]*)_)", core):
+        counts[seq] = counts.get(seq, 0) + 1
+    bits = math.log2(dm._LITERAL_FACTOR * n) + sum(math.log2(1 + r) for r in counts.values())
+    bits += len(re.findall(r"(?=T[0-9A-Z]*_)", core))
+    return bits + core.count("Dp") * math.log2(n)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(st.sampled_from(list("_STSSTA019ZNEIDpv")), max_size=60).map(lambda s: "_Z" + s))
+def test_fast_bound_equals_the_reference_bound(name: str) -> None:
+    assert dm._output_bound_bits(name) == pytest.approx(_reference_bound_bits(name))
