@@ -90,8 +90,10 @@ def measure(mode: str, path: Path) -> dict[str, float]:
     root = Path(__file__).resolve().parents[1]
     out = subprocess.run(
         [sys.executable, "-c", _CHILD, mode, str(path)],
-        check=True, capture_output=True, text=True, cwd=root,
+        check=False, capture_output=True, text=True, cwd=root,
     )  # fmt: skip
+    if out.returncode != 0:
+        raise SystemExit(f"{mode} failed on {path}:\n{out.stderr[-2000:]}")
     result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
     return result
 
