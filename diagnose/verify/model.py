@@ -203,7 +203,13 @@ def verify_model(spec: GemmSpec, kb: KnowledgeBase, requested: str) -> Verificat
             )
         base = replace(base, method="log numbers vs kb limit")
     status, better = "inconclusive", None
-    if required > limit + NEAR_ABOVE or (stages is not None and stages < 2):
+    if stages is not None and stages < 2:
+        notes.append(
+            f"Only {stages} pipeline stage fits {spec.arch}'s {limit} B ({required} B with one "
+            "stage), and the SM120 block-scaled collectives static_assert Stages >= 2: the tile "
+            "cannot be built for this arch; a formula alone never confirms (go on to compile)."
+        )
+    elif required > limit + NEAR_ABOVE:
         notes.append(
             f"The formula puts {required} B over {spec.arch}'s {limit} B: the overflow "
             "is plausible; a formula alone never confirms (go on to compile)."

@@ -299,15 +299,19 @@ def _tile_of(
     facts: Mapping[str, FactValue], kernels: list[Any], texts: list[str], dtype_a: str | None
 ) -> tuple[tuple[int, int, int] | None, str, str]:
     """Tile in elements, its label, and the K units the label used."""
-    m = _first(_TILE_NAME, texts)
+    m = _first(_TILE_NAME, texts) or _first(_TILE_ID, texts)
     if m:
         # "CtaShape128x256x64B": K is in BYTES; the MoE dispatcher converts K_el = K_B*8/bits(A)
-        # (flashinfer moe_gemm_template_dispatch_tma_ws.h, see research gpu-facts §3.1).
+        # (flashinfer moe_gemm_template_dispatch_tma_ws.h, see research gpu-facts §3.1).  The
+        # tactic dump's "tile shape ID: 64x64x128" is that enum name without "CtaShape"/"B":
+        # flashinfer-ai/flashinfer#3134 prints it beside "Unsupported tile (64, 64, 64)" for
+        # 16-bit activations, i.e. K = 128 B = 64 elements.
         raw = _tile((int(m.group(1)), int(m.group(2)), int(m.group(3))))
+        label = m.group(0).split(":")[-1].strip()
         bits = DTYPE_BITS.get(dtype_a or "", 0)
         if raw and bits:
-            return (raw[0], raw[1], raw[2] * 8 // bits), m.group(0), "bytes"
-        return raw, m.group(0), "bytes"
+            return (raw[0], raw[1], raw[2] * 8 // bits), label, "bytes"
+        return raw, label, "bytes"
     tile = _tile(facts.get("tile"))
     if tile:
         return tile, "x".join(map(str, tile)), "elements"
@@ -315,10 +319,6 @@ def _tile_of(
         tile = _tile(k.tile)
         if tile:
             return tile, "x".join(map(str, tile)), "elements"
-    m = _first(_TILE_ID, texts)
-    if m:
-        tile = _tile((int(m.group(1)), int(m.group(2)), int(m.group(3))))
-        return tile, m.group(0).split(":")[-1].strip(), "elements"
     blocks = {}
     for t in texts:
         for bm in _BLOCKS.finditer(t):
