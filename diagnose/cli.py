@@ -147,6 +147,15 @@ def _fail(message: str) -> NoReturn:
 
 def main() -> None:
     """Console-script entry point."""
+    # Chat-bot surfaces are their own commands so `diagnose FILE` stays a one-command app.
+    if sys.argv[1:2] == ["serve"]:
+        from diagnose.serve import main as serve_main
+
+        return serve_main(sys.argv[2:])
+    if sys.argv[1:2] == ["mcp"]:
+        from diagnose.mcp_server import main as mcp_main
+
+        return mcp_main(sys.argv[2:])
     app(prog_name="diagnose")
 
 

@@ -1,0 +1,119 @@
+"""An MCP server that gives LLM chat clients one tool, ``diagnose``: crash log in, verdict out.
+
+Clients (Claude Desktop, IDE agents, any MCP host) start ``diagnose mcp`` and talk to it
+over stdio.  The tool takes the log as text, never a path, so a model cannot make the
+server read files; it applies the same size and time limits as the HTTP service
+(:class:`diagnose.serve.ServeConfig`).  Markdown is the default answer because a model
+reads and quotes it well; ``format="json"`` returns the ``--format json`` contract.
+
+Needs the ``mcp`` extra (``pip install 'crashkb[mcp]'``, the official SDK, version 2).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Literal, Optional
+
+# typer reads the command's annotations from this module's globals (postponed evaluation).
+import typer
+
+from diagnose.serve import ServeConfig
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
+
+__all__ = ["TOOL_DESCRIPTION", "build_server", "main"]
+
+TOOL_DESCRIPTION = (
+    "Name the root cause of a crash log from the GPU LLM-serving stack (sglang, vLLM, "
+    "TensorRT-LLM, FlashInfer, CUTLASS, DeepEP, NCCL, PyTorch, Triton): pass the log text "
+    "as the user pasted it (fences, quotes, prefixes and wrapping are undone). Returns the "
+    "cause id, how sure, the evidence lines, and what to change."
+)
+
+
+def build_server(config: ServeConfig | None = None) -> MCPServer:
+    """Build the MCP server with its ``diagnose`` tool (rules load now, not on first call).
+
+    Raises :class:`ImportError` naming the extra when the ``mcp`` package is missing.
+    """
+    try:
+        import anyio
+        from mcp.server.mcpserver import MCPServer
+        from mcp.server.mcpserver.exceptions import ToolError
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise ImportError(
+            "diagnose mcp needs the mcp extra (mcp>=2): pip install 'crashkb[mcp]'"
+        ) from exc
+    from diagnose.api import diagnose_text
+
+    cfg = config or ServeConfig()
+    rule_dirs = tuple(Path(d) for d in cfg.rule_dirs)
+    kb_version = diagnose_text("", source="warm-up", rule_dirs=rule_dirs).kb_version
+    server = MCPServer(
+        "crashkb",
+        version=kb_version,
+        instructions="Call `diagnose` with a crash log's text to get its root cause.",
+    )
+
+    @server.tool(name="diagnose", description=TOOL_DESCRIPTION)
+    async def diagnose(log: str, format: Literal["markdown", "json"] = "markdown") -> str:
+        size = len(log.encode("utf-8", errors="replace"))
+        if size > cfg.max_bytes:
+            raise ToolError(f"log is {size} bytes; the limit is {cfg.max_bytes}: send the tail")
+        if not log.strip():
+            raise ToolError("log is empty: pass the crash log text")
+        try:
+            with anyio.fail_after(cfg.timeout_s):
+                result = await anyio.to_thread.run_sync(
+                    lambda: diagnose_text(log, source="mcp", rule_dirs=rule_dirs),
+                    abandon_on_cancel=True,
+                )
+        except TimeoutError:
+            raise ToolError(f"diagnosis took longer than {cfg.timeout_s:g} s") from None
+        if format == "json":
+            from diagnose.render.json import render_json
+
+            return render_json(result)
+        from diagnose.render.markdown import render_markdown
+
+        return render_markdown(result)
+
+    return server
+
+
+# --- command line (``diagnose mcp``; diagnose.cli.main dispatches here) ---------------------
+
+
+def main(argv: list[str]) -> None:
+    """Run ``diagnose mcp [OPTIONS]``: the MCP server on stdio (a command-line shell)."""
+    from diagnose.exitcodes import ExitCode
+
+    app = typer.Typer(add_completion=False, pretty_exceptions_show_locals=False)
+
+    @app.command()
+    def mcp(
+        max_bytes: Annotated[
+            int, typer.Option("--max-bytes", help="largest log accepted, in bytes")
+        ] = ServeConfig.max_bytes,
+        timeout: Annotated[
+            float, typer.Option("--timeout", help="seconds one diagnosis may take")
+        ] = ServeConfig.timeout_s,
+        rules: Annotated[
+            Optional[list[Path]],  # noqa: UP045 - typer needs Optional on 3.10
+            typer.Option("--rules", help="extra rule directory (repeatable)"),
+        ] = None,
+    ) -> None:
+        """Run the MCP server on stdio: the `diagnose` tool for LLM chat clients."""
+        config = ServeConfig(
+            max_bytes=max_bytes, timeout_s=timeout, rule_dirs=tuple(str(r) for r in rules or ())
+        )
+        try:
+            server = build_server(config)
+        except Exception as exc:  # missing extra, bad --rules dir: one line, exit 2
+            sys.stderr.write(f"diagnose: {exc}\n")
+            raise typer.Exit(ExitCode.USAGE_OR_INPUT_ERROR) from None
+        server.run("stdio")
+
+    app(args=argv, prog_name="diagnose mcp")

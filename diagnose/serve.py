@@ -1,0 +1,336 @@
+"""The HTTP service a chat bot calls: ``POST /diagnose`` (text in, JSON or Markdown out).
+
+Built on Starlette, served by uvicorn from :func:`main` (``diagnose serve``).  A request carries
+only the log text: no path, no rule directory, no verification option, so nothing a
+client sends can make the server read or run anything on its host.  Every request is
+bounded: ``max_bytes`` of body (413), ``read_timeout_s`` to send it (408), and
+``timeout_s`` for the diagnosis itself (503).  Bad input gets a 4xx JSON answer
+``{"error": ..., "status": ...}`` and the server carries on.
+
+Endpoints:
+
+- ``GET /healthz`` -> ``{"status": "ok", "kb_version": ...}``
+- ``POST /diagnose`` with ``Content-Type: text/plain`` (the raw log) or
+  ``application/json`` (``{"text": ..., "format": ..., "chat": ...}``).  The output is
+  JSON (the ``--format json`` contract) unless ``format=markdown`` is asked for in the
+  query, the JSON body or by ``Accept: text/markdown``; ``chat=slack|discord|github``
+  sizes the Markdown for that client.
+
+Needs the ``serve`` extra (``pip install 'crashkb[serve]'``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import asdict, dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, Optional
+
+# typer reads the command's annotations from this module's globals (postponed evaluation).
+import typer
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+    from diagnose.report import Diagnosis
+
+__all__ = ["CHAT_LIMITS", "ServeConfig", "app_from_env", "create_app", "main"]
+
+#: Longest Markdown answer per chat client, in characters.
+CHAT_LIMITS = {
+    # Discord refuses message content over 2,000 characters (bots included).
+    "discord": 2000,
+    # Slack rejects a Block Kit section over 3,000 characters (a bot posts blocks).
+    "slack": 3000,
+    # GitHub comments take 65,536, but a verdict reads best short: the renderer's default.
+    "github": 3500,
+}
+
+#: Environment variable that carries the config to uvicorn worker processes.
+CONFIG_ENV = "DIAGNOSE_SERVE_CONFIG"
+
+_TEXT_TYPES = ("text/plain", "text/markdown", "text/x-log", "")
+_JSON_FIELDS = frozenset({"text", "format", "chat"})
+_FORMATS = ("json", "markdown")
+# Bytes that never occur in a text log but always in archives, images and executables.
+_BINARY_SNIFF = 8192
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """Limits and rule directories of one server; set by whoever starts it, never by a request."""
+
+    #: Largest body accepted.  A pasted log is a few KB; 1 MiB leaves room for whole
+    #: server logs while a 100 MB upload is refused before it is read.
+    max_bytes: int = 1 << 20
+    #: Wall-clock limit on one diagnosis (it is linear-time; this guards the host).
+    timeout_s: float = 10.0
+    #: Time a client has to send its whole body (slow clients hold a connection).
+    read_timeout_s: float = 10.0
+    #: Diagnoses running at once in this process; more wait (within ``timeout_s``).
+    concurrency: int = 4
+    rule_dirs: tuple[str, ...] = field(default_factory=tuple)
+
+    def to_env(self) -> str:
+        """Serialise for :data:`CONFIG_ENV` (multi-worker servers rebuild the app from it)."""
+        return json.dumps(asdict(self))
+
+
+class _Refused(Exception):
+    """A request that gets a 4xx/5xx answer: status and a one-line reason."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def create_app(config: ServeConfig | None = None) -> Starlette:
+    """Build the Starlette app; loads the rule base now so a bad rule dir fails at start.
+
+    Raises :class:`ImportError` naming the extra when Starlette is not installed, and
+    :class:`~diagnose.errors.RuleFileError` for an invalid rule directory.
+    """
+    try:
+        import anyio
+        from starlette.applications import Starlette
+        from starlette.responses import JSONResponse, Response
+        from starlette.routing import Route
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise ImportError(
+            "diagnose serve needs the serve extra: pip install 'crashkb[serve]'"
+        ) from exc
+    from diagnose.api import diagnose_text
+
+    cfg = config or ServeConfig()
+    rule_dirs = tuple(Path(d) for d in cfg.rule_dirs)
+    # Warm-up: loads kb and rules once (a bad --rules dir fails here, not per request).
+    kb_version = diagnose_text("", source="warm-up", rule_dirs=rule_dirs).kb_version
+    limiter = anyio.CapacityLimiter(max(1, cfg.concurrency))
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"status": "ok", "kb_version": kb_version})
+
+    async def diagnose(request: Request) -> Response:
+        try:
+            text, fmt, chat = await _read_request(request, cfg)
+            run = partial(diagnose_text, text, source="request", rule_dirs=rule_dirs)
+            try:
+                with anyio.fail_after(cfg.timeout_s):
+                    # abandon_on_cancel: the answer goes out at the limit; the thread
+                    # finishes on its own (a diagnosis is linear-time, it cannot hang).
+                    result = await anyio.to_thread.run_sync(
+                        run, abandon_on_cancel=True, limiter=limiter
+                    )
+            except TimeoutError:
+                raise _Refused(503, f"diagnosis took longer than {cfg.timeout_s:g} s") from None
+        except _Refused as refused:
+            return _error(refused.status, refused.message)
+        except Exception as exc:  # a bug answers 500; the server stays up
+            return _error(500, f"internal error ({type(exc).__name__}); please report it")
+        return _answer(result, fmt, chat)
+
+    def _error(status: int, message: str) -> Response:
+        headers = {"Retry-After": "1"} if status == 503 else None
+        return JSONResponse({"error": message, "status": status}, status, headers=headers)
+
+    def _answer(result: Diagnosis, fmt: str, chat: str | None) -> Response:
+        headers = {"X-Diagnose-Cause": result.cause}
+        if fmt == "markdown":
+            from diagnose.render.markdown import MAX_CHARS, render_markdown
+
+            limit = CHAT_LIMITS.get(chat or "", MAX_CHARS)
+            body = render_markdown(result, max_chars=limit)
+            return Response(body, media_type="text/markdown; charset=utf-8", headers=headers)
+        from diagnose.render.json import render_json
+
+        return Response(render_json(result), media_type="application/json", headers=headers)
+
+    routes = [
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/diagnose", diagnose, methods=["POST"]),
+    ]
+    return Starlette(routes=routes)
+
+
+def app_from_env() -> Starlette:
+    """App factory for uvicorn workers: the config comes from :data:`CONFIG_ENV`."""
+    raw = os.environ.get(CONFIG_ENV)
+    if not raw:
+        return create_app()
+    data: dict[str, Any] = json.loads(raw)
+    data["rule_dirs"] = tuple(data.get("rule_dirs", ()))
+    return create_app(ServeConfig(**data))
+
+
+async def _read_request(request: Request, cfg: ServeConfig) -> tuple[str, str, str | None]:
+    """Validate and read one request: return (log text, output format, chat client)."""
+    import anyio
+
+    mime, _, params = request.headers.get("content-type", "").partition(";")
+    mime = mime.strip().lower()
+    is_json = mime == "application/json"
+    if not is_json and mime not in _TEXT_TYPES:
+        raise _Refused(
+            415,
+            f"content type {mime!r} is not accepted: send the log as text/plain or "
+            "JSON {'text': ...} (curl -H 'Content-Type: text/plain' --data-binary @crash.log)",
+        )
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > cfg.max_bytes:
+        raise _Refused(413, f"body is {int(declared)} bytes; the limit is {cfg.max_bytes}")
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        with anyio.fail_after(cfg.read_timeout_s):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > cfg.max_bytes:
+                    raise _Refused(413, f"body is over the limit of {cfg.max_bytes} bytes")
+                chunks.append(chunk)
+    except TimeoutError:
+        raise _Refused(408, f"body not received within {cfg.read_timeout_s:g} s") from None
+    body = b"".join(chunks)
+    if b"\x00" in body[:_BINARY_SNIFF] or body[:2] == b"\x1f\x8b":
+        raise _Refused(415, "body is binary (or compressed); send the log as text")
+    charset = _charset(params)
+    try:
+        decoded = body.decode(charset, errors="replace")
+    except LookupError:
+        raise _Refused(415, f"unknown charset {charset!r}") from None
+    fmt = request.query_params.get("format") or _from_accept(request.headers.get("accept", ""))
+    chat = request.query_params.get("chat")
+    if is_json:
+        decoded, fmt, chat = _from_json(decoded, fmt, chat)
+    if not decoded.strip():
+        raise _Refused(400, "empty body: send the crash log text")
+    if fmt not in _FORMATS:
+        raise _Refused(400, f"format must be json or markdown, not {fmt!r}")
+    if chat is not None and chat not in CHAT_LIMITS:
+        raise _Refused(400, f"chat must be one of {', '.join(CHAT_LIMITS)}, not {chat!r}")
+    return decoded, fmt, chat
+
+
+def _charset(params: str) -> str:
+    """The ``charset=`` of a Content-Type's parameters (UTF-8 when absent)."""
+    for param in params.split(";"):
+        key, _, value = param.partition("=")
+        if key.strip().lower() == "charset" and value.strip():
+            return value.strip().strip('"')
+    return "utf-8"
+
+
+def _from_accept(accept: str) -> str:
+    """``markdown`` when the client prefers Markdown, else ``json``."""
+    return "markdown" if "text/markdown" in accept.lower() else "json"
+
+
+def _from_json(body: str, fmt: str, chat: str | None) -> tuple[str, str, str | None]:
+    """Read ``{"text": ..., "format": ..., "chat": ...}``; unknown fields are refused."""
+    try:
+        data = json.loads(body) if body.strip() else None
+    except json.JSONDecodeError as exc:
+        raise _Refused(400, f"body is not valid JSON ({exc.msg} at char {exc.pos})") from None
+    except RecursionError:  # [[[[... nested past the parser's stack
+        raise _Refused(400, "body is JSON nested too deeply") from None
+    if not isinstance(data, dict):
+        raise _Refused(400, 'JSON body must be an object: {"text": "<the log>"}')
+    unknown = sorted(set(data) - _JSON_FIELDS)
+    if unknown:
+        # A "path" or "rules" field must not look accepted: requests carry text only.
+        raise _Refused(400, f"unknown field(s) {unknown}; accepted: text, format, chat")
+    text = data.get("text")
+    if not isinstance(text, str):
+        raise _Refused(400, 'field "text" (a string holding the log) is required')
+    fmt = data.get("format", fmt)
+    chat = data.get("chat", chat)
+    if not isinstance(fmt, str) or not (chat is None or isinstance(chat, str)):
+        raise _Refused(400, 'fields "format" and "chat" must be strings')
+    return text, fmt, chat
+
+
+# --- command line (``diagnose serve``; diagnose.cli.main dispatches here) -------------------
+
+
+def main(argv: list[str]) -> None:
+    """Run ``diagnose serve [OPTIONS]``; ``argv`` holds the options after ``serve``.
+
+    A command-line shell like ``cli.py``: it prints, exits and lets uvicorn configure its
+    logging.  typer is imported here so the app factory stays light for uvicorn workers.
+    """
+    app = typer.Typer(add_completion=False, pretty_exceptions_show_locals=False)
+
+    @app.command()
+    def serve(
+        host: Annotated[str, typer.Option("--host", help="address to bind")] = "127.0.0.1",
+        port: Annotated[int, typer.Option("--port", help="TCP port")] = 8000,
+        workers: Annotated[int, typer.Option("--workers", help="worker processes")] = 1,
+        max_bytes: Annotated[
+            int, typer.Option("--max-bytes", help="largest log accepted, in bytes")
+        ] = ServeConfig.max_bytes,
+        timeout: Annotated[
+            float, typer.Option("--timeout", help="seconds one diagnosis may take")
+        ] = ServeConfig.timeout_s,
+        read_timeout: Annotated[
+            float, typer.Option("--read-timeout", help="seconds a client has to send its body")
+        ] = ServeConfig.read_timeout_s,
+        concurrency: Annotated[
+            int, typer.Option("--concurrency", help="diagnoses at once per worker")
+        ] = ServeConfig.concurrency,
+        rules: Annotated[
+            Optional[list[Path]],  # noqa: UP045 - typer needs Optional on 3.10
+            typer.Option("--rules", help="extra rule directory (repeatable)"),
+        ] = None,
+        log_level: Annotated[
+            str, typer.Option("--log-level", help="uvicorn log level")
+        ] = "warning",
+    ) -> None:
+        """Serve POST /diagnose (text in; JSON or Markdown out) and GET /healthz over HTTP."""
+        config = ServeConfig(
+            max_bytes=max_bytes,
+            timeout_s=timeout,
+            read_timeout_s=read_timeout,
+            concurrency=concurrency,
+            rule_dirs=tuple(str(r) for r in rules or ()),
+        )
+        try:
+            import uvicorn
+
+            # Built once here even with workers: a bad --rules dir fails before binding.
+            application = create_app(config)
+        except ImportError as exc:
+            _fail(f"{exc}" if "crashkb[" in str(exc) else f"{exc}: pip install 'crashkb[serve]'")
+        except Exception as exc:  # RuleFileError and friends: one line, exit 2
+            _fail(str(exc))
+        sys.stderr.write(f"diagnose: serving on http://{host}:{port} (POST /diagnose)\n")
+        if workers > 1:
+            # Worker processes import the app by name and read the same limits from the env.
+            os.environ[CONFIG_ENV] = config.to_env()
+            uvicorn.run(
+                "diagnose.serve:app_from_env",
+                factory=True,
+                host=host,
+                port=port,
+                workers=workers,
+                log_level=log_level,
+                timeout_keep_alive=5,
+            )
+        else:
+            uvicorn.run(
+                application, host=host, port=port, log_level=log_level, timeout_keep_alive=5
+            )
+
+    app(args=argv, prog_name="diagnose serve")
+
+
+def _fail(message: str) -> NoReturn:
+    """One line on stderr and exit code 2, as the main CLI does."""
+    from diagnose.exitcodes import ExitCode
+
+    sys.stderr.write(f"diagnose: {message}\n")
+    raise typer.Exit(ExitCode.USAGE_OR_INPUT_ERROR)
