@@ -136,3 +136,51 @@ def docs(dirs: Dirs = None, only: OnlyDirs = False) -> None:
 def main() -> None:
     """Console-script entry point (``diagnose-kb``)."""
     app()
+
+
+@app.command()
+def replay(
+    folder: Annotated[Path, typer.Argument(help="folder of <id>.log files (labels: <id>.toml)")],
+    save: Annotated[
+        Optional[Path],  # noqa: UP045 - typer needs Optional on 3.10
+        typer.Option("--save", help="write this run's verdicts to a JSON file"),
+    ] = None,
+    against: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option("--against", help="diff this run against a saved JSON run"),
+    ] = None,
+    rules: Annotated[
+        Optional[list[Path]],  # noqa: UP045
+        typer.Option("--rules", help="extra rule directory (repeatable)"),
+    ] = None,
+) -> None:
+    """Replay a corpus folder; with --against, show what a rule change FIXED and BROKE.
+
+    Exit 1 when the diff shows a BROKE case, so CI can gate rule changes on it.
+    """
+    from diagnose.replay import accuracy, diff, load_run, save_run
+    from diagnose.replay import replay as run_replay
+
+    if not folder.is_dir():
+        _fail(f"not a folder: {folder}")
+    try:
+        run = dict(run_replay(folder, tuple(rules or ())))
+    except DiagnoseError as exc:
+        _fail(str(exc))
+    correct, labelled = accuracy(run)
+    if labelled:
+        typer.echo(f"{correct}/{labelled} labelled cases right ({correct / labelled:.1%})")
+    if save:
+        save_run(save, run)
+    if against:
+        try:
+            before = load_run(against)
+        except (OSError, ValueError) as exc:
+            _fail(f"cannot read {against}: {exc}")
+        changes = diff(before, run)
+        for c in changes:
+            typer.echo(f"{c.kind:7} {c.case}: {c.before} -> {c.after} (label {c.label})")
+        if not changes:
+            typer.echo("no verdict changed")
+        if any(c.kind == "BROKE" for c in changes):
+            raise typer.Exit(EXIT_FAILED)

@@ -55,8 +55,7 @@ def decide(findings: Sequence[Finding], ready_lines: Sequence[int], kb: Knowledg
     pool = fatal or adjusted
     if not pool:
         return Verdict(None, None, (), tuple(adjusted), bool(ready_at))
-    present = {f.cause for f in pool}
-    consequences = _consequences(present, kb)
+    consequences = _consequences(pool, kb)
     roots = [f for f in pool if f.cause not in consequences] or pool
     if fatal:
         primary = min(roots, key=_rank_key)
@@ -86,13 +85,23 @@ def _survived(f: Finding) -> Finding:
     return replace(f, fatal=False, notes=(*f.notes, "the server reported ready after this"))
 
 
-def _consequences(present: set[str], kb: KnowledgeBase) -> set[str]:
-    """Causes present that the kb says are caused by another present cause."""
+def _consequences(pool: Sequence[Finding], kb: KnowledgeBase) -> set[str]:
+    """Causes in ``pool`` set off by another cause in it that showed up no later.
+
+    Order matters: an NCCL error printed BEFORE an illegal memory access is not that
+    access's consequence (sgl-project/sglang#26196 shows the handle error first).
+    """
+    first_seen: dict[str, int] = {}
+    for f in pool:
+        at = first_line(f)
+        first_seen[f.cause] = min(at, first_seen.get(f.cause, at))
     out: set[str] = set()
-    for cause_id in present:
+    for root, root_at in first_seen.items():
         try:
-            cascades = kb.cause(cause_id).cascades
+            cascades = kb.cause(root).cascades
         except KeyError:
             continue
-        out.update(c for c in cascades if c in present and c != cause_id)
+        out.update(
+            c for c in cascades if c != root and c in first_seen and first_seen[c] >= root_at
+        )
     return out

@@ -1,0 +1,63 @@
+"""The whole-log verdict: root vs cascade (in log order), survived vs fatal, unknown."""
+
+from __future__ import annotations
+
+from diagnose.kb import load_kb
+from diagnose.model import Evidence, Finding
+from diagnose.verdict import decide
+
+
+def _f(
+    cause: str, line: int, conf: float = 0.8, fatal: bool = True, severity: str = "fatal"
+) -> Finding:
+    return Finding(
+        rule_id=f"{cause}/x",
+        cause=cause,
+        title=cause,
+        severity=severity,
+        fatal=fatal,
+        confidence=conf,
+        tier="pattern",
+        region_index=0,
+        evidence=(Evidence(line, "text", "match.any[0]"),),
+    )
+
+
+def test_consequence_after_its_root_is_cascade() -> None:
+    kb = load_kb()
+    ima, timeout = _f("illegal-memory-access", 10, 0.7), _f("nccl-timeout", 40, 0.9)
+    v = decide([timeout, ima], [], kb)
+    assert v.primary is ima
+    assert v.cascade == ("nccl-timeout/x",)
+
+
+def test_consequence_printed_before_the_root_is_not_its_cascade() -> None:
+    # The NCCL error came first, so the later illegal access cannot have caused it.
+    kb = load_kb()
+    nccl, ima = _f("nccl-error", 8, 0.9), _f("illegal-memory-access", 15, 0.7)
+    v = decide([ima, nccl], [], kb)
+    assert v.primary is nccl
+    assert v.cascade == ()
+
+
+def test_failures_before_ready_were_survived() -> None:
+    kb = load_kb()
+    smem = _f("smem-overflow", 5, 0.9)
+    skipped = _f("tactic-skipped", 6, 0.6, fatal=False, severity="warning")
+    v = decide([smem, skipped], [100], kb)
+    assert v.server_ready and v.fatal is False
+    assert v.primary is not None and v.primary.cause == "tactic-skipped"
+    assert all(not f.fatal for f in v.findings)
+
+
+def test_a_crash_after_ready_is_fatal() -> None:
+    kb = load_kb()
+    skipped = _f("tactic-skipped", 6, 0.6, fatal=False, severity="warning")
+    oom = _f("cuda-oom", 500, 0.7)
+    v = decide([skipped, oom], [100], kb)
+    assert v.primary is oom and v.fatal is True
+
+
+def test_nothing_matched_is_no_verdict() -> None:
+    v = decide([], [], load_kb())
+    assert v.primary is None and v.fatal is None
