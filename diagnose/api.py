@@ -112,7 +112,7 @@ def _diagnose(parsed: Parsed, rule_dirs: Sequence[Path]) -> Diagnosis:
         findings=verdict.findings,
         primary=primary,
         cascade=verdict.cascade,
-        fixes=_fixes(cause),
+        fixes=_fixes(cause, parsed, primary),
         similar=_similar(kb, parsed.regions, primary),
         version_notes=_version_notes(cause, parsed.context),
         next_steps=_next_steps(cause, primary, truncated),
@@ -137,11 +137,23 @@ def _unknown_summary(regions: Sequence[Region]) -> str:
     return f"Most informative error (line {best.message_line}): {best.message.strip()[:300]}"
 
 
-def _fixes(cause: Cause | None) -> tuple[FixAdvice, ...]:
-    """The knowledge base's ordered fixes for the cause."""
+def _fixes(cause: Cause | None, parsed: Parsed, primary: Finding | None) -> tuple[FixAdvice, ...]:
+    """The knowledge base's fixes for the cause, those for the crash's own stack first."""
     if cause is None:
         return ()
-    return tuple(FixAdvice(f.title, f.detail, f.flags, f.env, f.config) for f in cause.fixes)
+    from diagnose.stacks import detect, order_fixes
+
+    region_texts: list[str] = [e.text for e in primary.evidence] if primary else []
+    index = primary.region_index if primary is not None else None
+    if index is not None and index < len(parsed.regions):
+        region_texts.extend(ln.text for ln in parsed.regions[index].body)
+    ordered = order_fixes(
+        cause.fixes,
+        [f.applies_to for f in cause.fixes],
+        detect(region_texts),
+        detect(ln.text for ln in parsed.lines),
+    )
+    return tuple(FixAdvice(f.title, f.detail, f.flags, f.env, f.config) for f in ordered)
 
 
 def _signature(region: Region | None) -> str:
