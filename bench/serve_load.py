@@ -1,0 +1,254 @@
+"""Load-test ``diagnose serve`` with real dev-corpus logs, side by side with the library.
+
+One run measures:
+
+- the in-process baseline: ``diagnose_text`` on the corpus logs, one thread, for
+  ``--seconds`` (what one core can do without HTTP);
+- ``diagnose serve`` with ``--workers 1`` and with ``--workers N`` (``--max-workers``),
+  each started on 127.0.0.1 and hit by ``--clients`` concurrent keep-alive clients that
+  POST corpus logs round-robin for ``--seconds``: requests/s, p50/p99 latency, errors
+  (anything but 200), and the server's RSS (all its processes) sampled every second —
+  after warm-up vs. at the end, so a leak shows as growth;
+- then the bad-input round: empty, 100 MB, binary, wrong type, slow client; each must get
+  its 4xx and the server must still answer ``/healthz``.
+
+Prints the ratios (server rps / in-process rps) and writes ``bench/results/serve.md``.
+Needs ``../shared`` (the corpus) and the serve extra.  Bounded: about
+``3 * seconds + 20`` s in all.
+
+Usage: ``python bench/serve_load.py [--seconds 30] [--clients 32] [--max-workers 2]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import http.client
+import os
+import platform
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT.parent / "shared" / "corpus" / "dev"
+RESULTS = ROOT / "bench" / "results" / "serve.md"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _rss_kib(pid: int) -> int:
+    """RSS of ``pid`` and all its descendants (uvicorn workers), in KiB, from /proc."""
+    total = 0
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            for line in Path(f"/proc/{p}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+            children = Path(f"/proc/{p}/task/{p}/children").read_text().split()
+        except OSError:
+            continue
+        todo.extend(int(c) for c in children)
+    return total
+
+
+def baseline(logs: list[str], seconds: float) -> float:
+    """Logs per second that ``diagnose_text`` does in this process, one thread."""
+    from diagnose.api import diagnose_text
+
+    diagnose_text(logs[0])  # load the rule base outside the clock
+    done = 0
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        diagnose_text(logs[done % len(logs)])
+        done += 1
+    return done / (time.perf_counter() - start)
+
+
+def start_server(port: int, workers: int) -> subprocess.Popen[bytes]:
+    """Start ``diagnose serve`` and wait until /healthz answers."""
+    args = [sys.executable, "-m", "diagnose", "serve", "--port", str(port)]
+    args += ["--workers", str(workers), "--read-timeout", "2"]
+    proc = subprocess.Popen(args, stderr=subprocess.DEVNULL, cwd=ROOT)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            conn.request("GET", "/healthz")
+            if conn.getresponse().status == 200:
+                return proc
+        except OSError:
+            time.sleep(0.2)
+    proc.kill()
+    raise SystemExit("server did not start")
+
+
+def load(
+    port: int, pid: int, bodies: list[bytes], clients: int, seconds: float
+) -> dict[str, float]:
+    """``clients`` keep-alive clients POST ``bodies`` round-robin for ``seconds``."""
+    latencies: list[list[float]] = [[] for _ in range(clients)]
+    errors = [0] * clients
+    stop = time.monotonic() + seconds
+
+    def client(i: int) -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        n = i
+        while time.monotonic() < stop:
+            body = bodies[n % len(bodies)]
+            n += clients
+            t0 = time.perf_counter()
+            try:
+                conn.request("POST", "/diagnose", body, {"Content-Type": "text/plain"})
+                resp = conn.getresponse()
+                resp.read()
+                ok = resp.status == 200
+            except OSError:
+                ok = False
+                conn.close()
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            latencies[i].append(time.perf_counter() - t0)
+            errors[i] += 0 if ok else 1
+        conn.close()
+
+    rss: list[int] = []
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    start = time.perf_counter()
+    for t in threads:
+        t.start()
+    while any(t.is_alive() for t in threads):
+        rss.append(_rss_kib(pid))
+        time.sleep(1)
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - start
+    lat = sorted(x for per in latencies for x in per)
+    warm = rss[min(5, len(rss) - 1)]
+    return {
+        "requests": len(lat),
+        "rps": len(lat) / wall,
+        "p50_ms": 1000 * statistics.median(lat),
+        "p99_ms": 1000 * lat[int(0.99 * (len(lat) - 1))],
+        "errors": sum(errors),
+        "rss_warm_mib": warm / 1024,
+        "rss_end_mib": rss[-1] / 1024,
+        "rss_growth_pct": 100 * (rss[-1] - warm) / warm if warm else 0.0,
+    }
+
+
+def _raw(port: int, data: bytes) -> bytes:
+    """Send raw bytes, return the status line (a short body stalls: the slow client)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=15) as sock:
+        with contextlib.suppress(OSError):  # the server may answer and close mid-send
+            sock.sendall(data)
+        try:
+            return sock.recv(4096).split(b"\r\n", 1)[0]
+        except OSError as exc:
+            return f"({type(exc).__name__})".encode()
+
+
+def bad_inputs(port: int) -> list[tuple[str, str, bool]]:
+    """Each bad request, the status line it got, and whether /healthz still answers after."""
+    head = b"POST /diagnose HTTP/1.1\r\nHost: b\r\n"
+    cases = {
+        "empty body": head + b"Content-Type: text/plain\r\nContent-Length: 0\r\n\r\n",
+        "100 MB body": head
+        + b"Content-Type: text/plain\r\nContent-Length: 104857600\r\n\r\n"
+        + b"z" * 65536,
+        "binary body": head
+        + b"Content-Type: text/plain\r\nContent-Length: 8\r\n\r\n\x89PNG\0\0\0\0",
+        "wrong content type": head + b"Content-Type: image/png\r\nContent-Length: 3\r\n\r\nabc",
+        "slow client": head + b"Content-Type: text/plain\r\nContent-Length: 900\r\n\r\nRuntime",
+    }
+    out = []
+    for name, data in cases.items():
+        status = _raw(port, data).decode(errors="replace")
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        conn.request("GET", "/healthz")
+        out.append((name, status, conn.getresponse().status == 200))
+    return out
+
+
+def main() -> None:
+    """Run the baseline, the load rounds and the bad-input round; print and write results."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    ap.add_argument("--seconds", type=float, default=30.0)
+    ap.add_argument("--clients", type=int, default=32)
+    ap.add_argument("--max-workers", type=int, default=2)
+    args = ap.parse_args()
+    if not CORPUS.is_dir():
+        raise SystemExit(f"needs the dev corpus at {CORPUS}")
+    paths = sorted(CORPUS.glob("*.log"))
+    bodies = [p.read_bytes() for p in paths]
+    logs = [b.decode("utf-8", errors="replace") for b in bodies]
+
+    base = baseline(logs, min(args.seconds, 10.0))
+    print(f"in-process diagnose_text: {base:.1f} logs/s (one thread)")
+    rounds: list[tuple[int, dict[str, float]]] = []
+    for workers in sorted({1, args.max_workers}):
+        port = _free_port()
+        proc = start_server(port, workers)
+        try:
+            result = load(port, proc.pid, bodies, args.clients, args.seconds)
+            bad = bad_inputs(port) if workers == 1 else []
+        finally:
+            proc.terminate()
+            proc.wait(timeout=15)
+        rounds.append((workers, result))
+        print(
+            f"serve --workers {workers}: {result['rps']:.1f} req/s "
+            f"(x{result['rps'] / base:.2f} of in-process), p50 {result['p50_ms']:.0f} ms, "
+            f"p99 {result['p99_ms']:.0f} ms, {result['errors']:.0f} errors of "
+            f"{result['requests']:.0f}, RSS {result['rss_warm_mib']:.0f} -> "
+            f"{result['rss_end_mib']:.0f} MiB ({result['rss_growth_pct']:+.1f}%)"
+        )
+        for name, status, alive in bad:
+            print(f"  {name}: {status}; server up after: {alive}")
+        if workers == 1:
+            bad_rows = bad
+
+    lines = [
+        "# `diagnose serve` under load",
+        "",
+        f"`python bench/serve_load.py --seconds {args.seconds:g} --clients {args.clients}"
+        f" --max-workers {args.max_workers}` on {platform.machine()}, {os.cpu_count()} cores,"
+        f" Python {platform.python_version()}; {len(bodies)} dev-corpus logs posted"
+        " round-robin by keep-alive clients on 127.0.0.1 (the client threads share the cores).",
+        "",
+        f"In-process baseline (`diagnose_text`, one thread): **{base:.1f} logs/s**.",
+        "",
+        "| workers | req/s | x in-process | p50 ms | p99 ms | errors | RSS warm -> end MiB |",
+        "|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for workers, r in rounds:
+        lines.append(
+            f"| {workers} | {r['rps']:.1f} | {r['rps'] / base:.2f} | {r['p50_ms']:.0f} | "
+            f"{r['p99_ms']:.0f} | {r['errors']:.0f}/{r['requests']:.0f} | "
+            f"{r['rss_warm_mib']:.0f} -> {r['rss_end_mib']:.0f} ({r['rss_growth_pct']:+.1f}%) |"
+        )
+    lines += [
+        "",
+        "The clients run on the same cores as the server, so a second worker only helps with"
+        " spare cores; memory is sampled each second and compared after warm-up (5 s) vs. end.",
+        "",
+        "Bad input (workers 1), each followed by `GET /healthz`:",
+        "",
+    ]
+    lines += ["| request | answer | up after |", "|---|---|---|"]
+    lines += [f"| {n} | `{s}` | {'yes' if a else 'NO'} |" for n, s, a in bad_rows]
+    RESULTS.write_text("\n".join(lines) + "\n")
+    print(f"wrote {RESULTS.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
