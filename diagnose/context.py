@@ -29,6 +29,7 @@ from decimal import Decimal, InvalidOperation
 from types import MappingProxyType
 from typing import Any
 
+from diagnose.lazyre import LazyPattern, lazy
 from diagnose.model import LogLine
 
 __all__ = ["CONTEXT_LITERALS", "Fact", "LogContext", "extract_context"]
@@ -250,8 +251,8 @@ _NUMERIC_KEYS = frozenset(
         "ep_num_redundant_experts",
     }
 )
-_NUMBER = re.compile(r"-?\d{1,12}(?:\.\d{1,8})?[kKmM]?")
-_WORD_VALUE = re.compile(r"[\w./:@+,=-]{1,200}")
+_NUMBER = lazy(r"-?\d{1,12}(?:\.\d{1,8})?[kKmM]?")
+_WORD_VALUE = lazy(r"[\w./:@+,=-]{1,200}")
 
 _PRIO_REPR = 3  # the effective value after defaults and validation
 _PRIO_FLAG = 2
@@ -282,8 +283,8 @@ def _clean_arg(key: str, raw: str) -> str | None:
     return v if _WORD_VALUE.fullmatch(v) or key == "model" else None
 
 
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,80}")
-_VALUE_STOP = re.compile(r"[,()\[\]{}'\"]")
+_IDENT = lazy(r"[A-Za-z_][A-Za-z0-9_]{0,80}")
+_VALUE_STOP = lazy(r"[,()\[\]{}'\"]")
 
 
 def _skip_value(text: str, i: int) -> int:
@@ -375,15 +376,15 @@ def _x_repr(text: str, n: int, acc: _Acc) -> None:
                 acc.arg(key, value, n, _PRIO_REPR)
 
 
-_FLAG = re.compile(r"(?<![\w-])(?:--(?P<long>[A-Za-z][A-Za-z0-9_-]{0,60})|-(?P<short>tp|pp|dp))")
-_TOKEN = re.compile(r"\"[^\"]{0,300}\"|'[^']{0,300}'|[^\s\"'`]{1,300}")
-_PLACEHOLDER = re.compile(r"[A-Z][A-Z0-9_]{0,60}|<[^>]{0,60}>|\$\{?\w{1,60}\}?")
+_FLAG = lazy(r"(?<![\w-])(?:--(?P<long>[A-Za-z][A-Za-z0-9_-]{0,60})|-(?P<short>tp|pp|dp))")
+_TOKEN = lazy(r"\"[^\"]{0,300}\"|'[^']{0,300}'|[^\s\"'`]{1,300}")
+_PLACEHOLDER = lazy(r"[A-Z][A-Z0-9_]{0,60}|<[^>]{0,60}>|\$\{?\w{1,60}\}?")
 
 
 # Words that make a flag a suggestion rather than the user's command line: sglang's
 # "Please try to increase --mem-fraction-static", "try reducing --max-running-requests
 # 32 or --chunked-prefill-size 1024".  Whole words, so "--retry" or "--dataset" pass.
-_FLAG_ADVICE = re.compile(
+_FLAG_ADVICE = lazy(
     r"\b(?:try|trying|increas\w{0,5}|decreas\w{0,5}|reduc\w{0,5}|lower\w{0,3}|rais\w{0,5}"
     r"|consider\w{0,3}|please|recommend\w{0,4}|adjust\w{0,5}|set)\b"
 )
@@ -431,7 +432,7 @@ def _x_flags(text: str, n: int, acc: _Acc) -> None:
             acc.arg(key, value, n, _PRIO_FLAG)
 
 
-_POSITIONAL_MODEL = re.compile(
+_POSITIONAL_MODEL = lazy(
     r"(?:\bvllm[ \t]+serve|(?<![\w-])trtllm-serve(?:[ \t]+serve)?)"
     r"[ \t]+(?P<m>[^\s\-\\][^\s]{0,200})"
 )
@@ -466,14 +467,14 @@ _ENV_PREFIXES = (
     "UCX_",
     "TRITON_",
 )
-_ENV = re.compile(
+_ENV = lazy(
     r"(?<![\w$])(?P<k>(?:"
     + "|".join(p[:-1] for p in _ENV_PREFIXES)
     + r")_[A-Z0-9_]{1,60})(?:=| set by environment to )"
     r"(?P<v>\"[^\"]{0,200}\"|'[^']{0,200}'|[^\s;\"')`]{0,200})"
 )
 # The same variables in YAML (docker-compose, k8s, slurm recipes): "  NCCL_DEBUG: INFO".
-_ENV_YAML = re.compile(
+_ENV_YAML = lazy(
     r"[ \t]{0,40}-?[ \t]{0,4}(?P<k>(?:"
     + "|".join(p[:-1] for p in _ENV_PREFIXES)
     + r")_[A-Z0-9_]{1,60}):[ \t]{1,10}"
@@ -540,7 +541,7 @@ _GPU_SUFFIX = (
     r"(?:[ -](?:\d{2,3}[ ]?GB?|SXM\d?|PCIe|PCIE|NVL\d{0,2}|HBM\d[e]?|Blackwell|Workstation|Server"
     r"|Max-Q|Edition|Laptop|Ada|Generation|OAM|XTX|XT|3e)(?![\w])){0,6}"
 )
-_GPU = re.compile(
+_GPU = lazy(
     r"(?<![\w/.-])(?P<name>(?:(?:" + _GPU_VENDOR + r")?(?:" + _GPU_STRONG + r")"
     r"|(?:" + _GPU_VENDOR + r")(?:" + _GPU_WEAK + r")"
     r"|(?:" + _GPU_WEAK + r")(?=[ ](?:GPU|gpu)))(?![\w])" + _GPU_SUFFIX + r")"
@@ -549,7 +550,7 @@ _GPU = re.compile(
 
 # sglang/vLLM fused-MoE tuning configs are named after torch.cuda.get_device_name()
 # with spaces replaced: ".../configs/E=256,N=256,device_name=NVIDIA_H100_80GB_HBM3,...json".
-_DEVICE_NAME = re.compile(r"device_name=(?P<name>[A-Za-z][A-Za-z0-9_-]{1,80}?)(?:[,.]|\.json|$)")
+_DEVICE_NAME = lazy(r"device_name=(?P<name>[A-Za-z][A-Za-z0-9_-]{1,80}?)(?:[,.]|\.json|$)")
 
 
 def _x_gpus(text: str, n: int, acc: _Acc) -> None:
@@ -570,15 +571,15 @@ def _cc_arch(major: str, minor: str, suffix: str = "") -> str:
     return f"sm_{int(major) * 10 + int(minor)}{suffix}"
 
 
-_CC_DOTTED = re.compile(r"[Cc]apability[:=]?[ ]{0,3}(?:of[ ])?(?P<maj>\d{1,2})\.(?P<min>\d)(?!\d)")
-_CC_TUPLE = re.compile(r"\((?P<maj>\d{1,2}),[ ]?(?P<min>\d)\)")
-_SM = re.compile(r"(?<![\w-])(?:sm_?|SM[ ]?)(?P<cc>\d{2,3})(?P<sfx>[af]?)(?![\w])")
-_SM_DOTTED = re.compile(r"(?<![\w-])SM[ ]?(?P<maj>\d{1,2})\.(?P<min>\d)(?!\d)")
-_COMPUTE = re.compile(r"(?<![\w])compute_(?P<cc>\d{2,3})(?P<sfx>[af]?)(?![\w])")
-_GFX = re.compile(r"(?<![\w])gfx(?P<id>\d{3,4}[a-z]?)(?![\w])")
+_CC_DOTTED = lazy(r"[Cc]apability[:=]?[ ]{0,3}(?:of[ ])?(?P<maj>\d{1,2})\.(?P<min>\d)(?!\d)")
+_CC_TUPLE = lazy(r"\((?P<maj>\d{1,2}),[ ]?(?P<min>\d)\)")
+_SM = lazy(r"(?<![\w-])(?:sm_?|SM[ ]?)(?P<cc>\d{2,3})(?P<sfx>[af]?)(?![\w])")
+_SM_DOTTED = lazy(r"(?<![\w-])SM[ ]?(?P<maj>\d{1,2})\.(?P<min>\d)(?!\d)")
+_COMPUTE = lazy(r"(?<![\w])compute_(?P<cc>\d{2,3})(?P<sfx>[af]?)(?![\w])")
+_GFX = lazy(r"(?<![\w])gfx(?P<id>\d{3,4}[a-z]?)(?![\w])")
 # FlashInfer JIT cache: ~/.cache/flashinfer/<version>/<arch>/cached_ops/... (0.3+);
 # the arch directory is the target SM, e.g. 120a.
-_FI_CACHE = re.compile(
+_FI_CACHE = lazy(
     r"flashinfer/(?:(?P<ver>\d{1,3}\.\d{1,3}\.\d{1,3}(?:\.?(?:post|dev|rc)\d{1,12})?)/)?"
     r"(?P<arch>\d{2,3}[af]?)/"
 )
@@ -661,7 +662,7 @@ _VER = (
     r"(?:[-.]?(?:post|dev|rc|a|b)\d{0,12}){0,3}"
     r"(?:\+[A-Za-z0-9]{1,40}(?:\.[A-Za-z0-9]{1,40}){0,6})?)(?!\w|\.\d)"
 )
-_PKG_VERSION = re.compile(
+_PKG_VERSION = lazy(
     r"(?<![\w.+-])(?P<pkg>(?i:"
     + "|".join(_alias_pattern(a) for a in sorted(_PKG_ALIASES, key=len, reverse=True))
     + r"))(?:\[[\w,-]{1,60}\])?"
@@ -682,15 +683,15 @@ _NOT_INSTALLED = (
     "instead of",
 )
 
-_NVCC = re.compile(r"release[ ](?P<rel>\d{1,3}\.\d{1,3}),[ ]V(?P<ver>\d{1,3}(?:\.\d{1,6}){1,3})")
-_VLLM_BANNER = re.compile(r"LLM engine[ ]\(v(?P<ver>\d{1,4}(?:\.\d{1,8}){1,4}[\w.+]{0,40})\)")
-_TORCH_CUDA = re.compile(r"CUDA used to build PyTorch:[ ]{0,4}(?P<ver>\d{1,3}\.\d{1,3})")
-_TORCH_LOCAL_CU = re.compile(r"\+cu(?P<maj>\d{2})(?P<min>\d)$")
+_NVCC = lazy(r"release[ ](?P<rel>\d{1,3}\.\d{1,3}),[ ]V(?P<ver>\d{1,3}(?:\.\d{1,6}){1,3})")
+_VLLM_BANNER = lazy(r"LLM engine[ ]\(v(?P<ver>\d{1,4}(?:\.\d{1,8}){1,4}[\w.+]{0,40})\)")
+_TORCH_CUDA = lazy(r"CUDA used to build PyTorch:[ ]{0,4}(?P<ver>\d{1,3}\.\d{1,3})")
+_TORCH_LOCAL_CU = lazy(r"\+cu(?P<maj>\d{2})(?P<min>\d)$")
 # torch's "The NVIDIA driver on your system is too old (found version 12080)": the
 # CUDA version the driver supports, encoded as 1000*major + 10*minor.
-_FOUND_VERSION = re.compile(r"driver on your system is too old \(found version (?P<v>\d{4,6})\)")
+_FOUND_VERSION = lazy(r"driver on your system is too old \(found version (?P<v>\d{4,6})\)")
 # "python3.11/site-packages", and "python3.10: <assert>" from an interpreter's abort.
-_PY_PATH = re.compile(r"(?<![\w])python(?P<ver>3\.\d{1,2})(?![\w.])")
+_PY_PATH = lazy(r"(?<![\w])python(?P<ver>3\.\d{1,2})(?![\w.])")
 
 
 def _x_versions(text: str, n: int, acc: _Acc) -> None:
@@ -791,12 +792,12 @@ def _to_bytes(num: str, unit: str | None, default_unit: str = "") -> str | None:
         return None
 
 
-def _size(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern.replace("SIZE", _SIZE))
+def _size(pattern: str) -> LazyPattern:
+    return lazy(pattern.replace("SIZE", _SIZE))
 
 
 # (literal gate, regex with a SIZE or a count group, memory key or None = derive, default unit)
-_MEM_SIZE_RULES: tuple[tuple[str, re.Pattern[str], str, str], ...] = (
+_MEM_SIZE_RULES: tuple[tuple[str, LazyPattern, str, str], ...] = (
     ("Tried to allocate", _size(r"Tried to allocate SIZE"), "requested", ""),
     ("total capacity", _size(r"total capacity of SIZE"), "total", ""),
     ("total capacity", _size(r"SIZE total capacity"), "total", ""),
@@ -835,21 +836,21 @@ _MEM_SIZE_RULES: tuple[tuple[str, re.Pattern[str], str, str], ...] = (
     ("more system memory", _size(r"more system memory \(SIZE\)"), "host_requested", ""),
     ("than is available", _size(r"than is available \(SIZE\)"), "host_available", ""),
 )
-_MEM_COUNT_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
-    ("#tokens:", re.compile(r"KV Cache is allocated\. #tokens: (?P<num>\d{1,15})"), "kv_tokens"),
-    ("max_total_num_tokens=", re.compile(r"max_total_num_tokens=(?P<num>\d{1,15})"), "kv_tokens"),
+_MEM_COUNT_RULES: tuple[tuple[str, LazyPattern, str], ...] = (
+    ("#tokens:", lazy(r"KV Cache is allocated\. #tokens: (?P<num>\d{1,15})"), "kv_tokens"),
+    ("max_total_num_tokens=", lazy(r"max_total_num_tokens=(?P<num>\d{1,15})"), "kv_tokens"),
     (
         "GPU KV cache size",
-        re.compile(r"GPU KV cache size: (?P<num>\d{1,3}(?:,\d{3}){0,5}|\d{1,15}) tokens"),
+        lazy(r"GPU KV cache size: (?P<num>\d{1,3}(?:,\d{3}){0,5}|\d{1,15}) tokens"),
         "kv_tokens",
     ),
-    ("stored in KV cache", re.compile(r"stored in KV cache \((?P<num>\d{1,15})\)"), "kv_tokens"),
-    ("GPU blocks", re.compile(r"# GPU blocks: (?P<num>\d{1,15})"), "gpu_blocks"),
+    ("stored in KV cache", lazy(r"stored in KV cache \((?P<num>\d{1,15})\)"), "kv_tokens"),
+    ("GPU blocks", lazy(r"# GPU blocks: (?P<num>\d{1,15})"), "gpu_blocks"),
 )
 _MEM_USAGE = _size(r"mem usage=SIZE")
-_SMI_MEM = re.compile(r"(?P<used>\d{1,9})MiB[ ]{0,4}/[ ]{0,4}(?P<total>\d{1,9})MiB")
-_MAX_SEQ = re.compile(r"max seq len \((?P<num>\d{1,9})\)")
-_GMU = re.compile(r"gpu_memory_utilization \((?P<num>[01](?:\.\d{1,4})?)\)")
+_SMI_MEM = lazy(r"(?P<used>\d{1,9})MiB[ ]{0,4}/[ ]{0,4}(?P<total>\d{1,9})MiB")
+_MAX_SEQ = lazy(r"max seq len \((?P<num>\d{1,9})\)")
+_GMU = lazy(r"gpu_memory_utilization \((?P<num>[01](?:\.\d{1,4})?)\)")
 
 
 def _x_memory(text: str, n: int, acc: _Acc) -> None:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from diagnose.datafiles import data_dir
+from diagnose.lazyre import lazy
 from diagnose.tomlsource import TomlSource, load_toml
 
 __all__ = [
@@ -221,12 +222,12 @@ class KnowledgeBase:
 
 # --------------------------------------------------------------------------- signatures
 
-_HEX = re.compile(r"\b0x[0-9a-fA-F]+\b")
+_HEX = lazy(r"\b0x[0-9a-fA-F]+\b")
 # Paths must start with "/", "./", "../", "~/" or a drive letter so "dispatch/combine" survives.
-_PATH = re.compile(r"(?<![\w<>])(?:[A-Za-z]:\\|~/|\.{1,2}/|/)[^\s:'\"()\[\],;`]+")
+_PATH = lazy(r"(?<![\w<>])(?:[A-Za-z]:\\|~/|\.{1,2}/|/)[^\s:'\"()\[\],;`]+")
 # A standalone number: not glued to a word (sm_120, e4m3, 1x2x1, v4.5 keep their digits).
-_NUMBER = re.compile(r"(?<![\w.<])\d+(?:\.\d+)*(?!\w)(?!\.\d)")
-_SPACES = re.compile(r"\s+")
+_NUMBER = lazy(r"(?<![\w.<])\d+(?:\.\d+)*(?!\w)(?!\.\d)")
+_SPACES = lazy(r"\s+")
 
 
 def mask_signature(text: str) -> str:
@@ -242,17 +243,17 @@ def mask_signature(text: str) -> str:
 
 # --------------------------------------------------------------------------- GPU names
 
-_ARCH_ID = re.compile(r"^(?:sm_?|compute_?)?(\d{2,3})[a-z]?$")
+_ARCH_ID = lazy(r"^(?:sm_?|compute_?)?(\d{2,3})[a-z]?$")
 # Words that never tell two GPUs apart: vendor and brand words, counts, memory sizes,
 # form factors.  "NVIDIA H100 80GB HBM3" and "h100" must reduce to the same model token.
 _NOISE_WORDS = frozenset({"nvidia", "geforce", "tesla", "gpu", "gpus", "graphics", "card"}) | (
     frozenset({"with", "of", "and", "memory", "the", "x", "on", "a", "an", "vram", "ram", "series"})
 )
-_NOISE_TOKEN = re.compile(
+_NOISE_TOKEN = lazy(
     r"^(?:\d+x|x\d+|\d+(?:\.\d+)?(?:g|gb|gib|m|mb|t|tb)|sxm\d*|pcie|hbm\d*e?|nvl\d*|oam|mig)$"
 )
-_SPLIT = re.compile(r"[^a-z0-9.]+")
-_GLUED_BRAND = re.compile(r"\b(rtx|gtx|titan)(?=\d)")
+_SPLIT = lazy(r"[^a-z0-9.]+")
+_GLUED_BRAND = lazy(r"\b(rtx|gtx|titan)(?=\d)")
 
 
 def _name_tokens(name: str) -> list[str]:
@@ -427,14 +428,14 @@ _GPU_SPEC: _Spec = {
 _GPUS_FILE_SPEC: _Spec = {"arch": (_is_table_list, False), "gpu": (_is_table_list, False)}
 _META_SPEC: _Spec = {"version": (_is_str, True), "note": (_is_str, False)}
 
-_CAUSE_ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
-_REF_ID = re.compile(r"^([A-Za-z0-9_.\-]+)/([A-Za-z0-9_.\-]+)#(\d+)$")
-_REF_URL = re.compile(r"^https://github\.com/([^/]+)/([^/]+)/(?:issues|pull|discussions)/(\d+)/?$")
-_URL = re.compile(r"^https?://\S+$")
-_CALVER = re.compile(r"^\d{4}\.\d{2}\.\d{2}$")
-_CAPABILITY = re.compile(r"^\d{1,2}\.\d$")
-_SM = re.compile(r"^sm_\d{2,3}[a-z]?$")
-_ENV = re.compile(r"^[A-Z][A-Z0-9_]*(?:=.*)?$")
+_CAUSE_ID = lazy(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+_REF_ID = lazy(r"^([A-Za-z0-9_.\-]+)/([A-Za-z0-9_.\-]+)#(\d+)$")
+_REF_URL = lazy(r"^https://github\.com/([^/]+)/([^/]+)/(?:issues|pull|discussions)/(\d+)/?$")
+_URL = lazy(r"^https?://\S+$")
+_CALVER = lazy(r"^\d{4}\.\d{2}\.\d{2}$")
+_CAPABILITY = lazy(r"^\d{1,2}\.\d$")
+_SM = lazy(r"^sm_\d{2,3}[a-z]?$")
+_ENV = lazy(r"^[A-Z][A-Z0-9_]*(?:=.*)?$")
 _MAX_SIGNATURE = 160
 
 

@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from diagnose.lazyre import LazyPattern, lazy
 from diagnose.model import Frame, LogLine, Region
 
 if TYPE_CHECKING:
@@ -95,29 +96,27 @@ _STARTERS = frozenset({_TB, _CHAIN, _TERM, _FATALPY, _ASAN, _CSAN, _GDBSIG})
 _TAIL = frozenset({_FRAME, _C10HDR, _HINT, _GDBNOISE, _GDBSIG})
 
 _HEX = r"0[xX][0-9a-fA-F]+"
-_PYFRAME_RE = re.compile(r'File "[^"]*", line (?:\d+|\?\?\?)')
-_HASH_FRAME_RE = re.compile(r"#\d+\s+\S")
-_NUMBERED_FRAME_RE = re.compile(rf"\d+\s+{_HEX}\s+\S")
-_GLIBC_FRAME_RE = re.compile(rf"\S\((?:[^()\s]*\+)?{_HEX}\)\s*\[{_HEX}\]|\S\s\[{_HEX}\]$")
-_GLOG_FRAME_RE = re.compile(rf"@\s+{_HEX}\s")
-_RUST_FRAME_RE = re.compile(r"\d+: [\w<][\w:<>$. ]*::")
-_JAVA_FRAME_RE = re.compile(r"at [\w$.]+\.[\w$<>]+\([^()]*\)$")
-_THREAD_RE = re.compile(
+_PYFRAME_RE = lazy(r'File "[^"]*", line (?:\d+|\?\?\?)')
+_HASH_FRAME_RE = lazy(r"#\d+\s+\S")
+_NUMBERED_FRAME_RE = lazy(rf"\d+\s+{_HEX}\s+\S")
+_GLIBC_FRAME_RE = lazy(rf"\S\((?:[^()\s]*\+)?{_HEX}\)\s*\[{_HEX}\]|\S\s\[{_HEX}\]$")
+_GLOG_FRAME_RE = lazy(rf"@\s+{_HEX}\s")
+_RUST_FRAME_RE = lazy(r"\d+: [\w<][\w:<>$. ]*::")
+_JAVA_FRAME_RE = lazy(r"at [\w$.]+\.[\w$<>]+\([^()]*\)$")
+_THREAD_RE = lazy(
     rf"(?:Current thread|Thread) {_HEX} \(most recent call first\)|Stack \(most recent call"
     rf"|Current thread's C stack|Extension modules: "
 )
-_ASAN_RE = re.compile(r"==\d+==\s*ERROR: \w*Sanitizer")
-_ASAN_END_RE = re.compile(r"==\d+==ABORTING")
-_GDBNOISE_RE = re.compile(
+_ASAN_RE = lazy(r"==\d+==\s*ERROR: \w*Sanitizer")
+_ASAN_END_RE = lazy(r"==\d+==ABORTING")
+_GDBNOISE_RE = lazy(
     r"\[New (?:LWP|Thread) |\[Thread debugging using|Using host libthread_db"
     rf"|{_HEX} in \S|\d+\t|\d+\s+in \S|\d+\s+\S+: No such file|\(gdb\)"
     r"|\[Inferior \d+ \(process \d+\) (?:detached|exited)"
     r"|\[Thread 0x[0-9a-f]+ \(LWP \d+\) exited\]|Thread \d+ \(Thread |Backtrace stopped:"
 )
-_CHAIN_RE = re.compile(
-    r"The above exception was the direct cause|During handling of the above exception"
-)
-_HINT_RE = re.compile(
+_CHAIN_RE = lazy(r"The above exception was the direct cause|During handling of the above exception")
+_HINT_RE = lazy(
     r"CUDA kernel errors might be asynchronously|For debugging consider passing CUDA_LAUNCH"
     r"|Compile with `TORCH_USE_CUDA_DSA`|Device-side assertions were explicitly omitted"
     r"|Search for `cuda\w+' in https|current device: \d+, in function|err$"
@@ -125,21 +124,21 @@ _HINT_RE = re.compile(
 )
 # A line that begins a new log record: a timestamp, a level word, a glog header or a
 # bracketed tag.  Free text after an exception line stops at one.
-_RECORD_RE = re.compile(
+_RECORD_RE = lazy(
     r"\[?\d{4}[-/]\d\d[-/]\d\d|\[?\d\d[-/]\d\d[-/ ]\d\d|\[?\d\d:\d\d:\d\d"
     r"|(?:INFO|WARNING|WARN|DEBUG|ERROR|CRITICAL|FATAL|TRACE)\b|[IWEF]\d{4} \d\d:"
     r"|\[[A-Za-z][^\]]{0,40}\]"
 )
 # An exception line: a (dotted) class name ending in Error/Exception/... then ":" or end.
-_EXC_RE = re.compile(
+_EXC_RE = lazy(
     r"(?:[A-Za-z_]\w*\.)*(?:[A-Za-z_]\w*)?(?:Error|Exception|Exit|Interrupt|Failure|Fault"
     r"|OutOfResources|OutOfMemory)\b(?::|\s*$)"
 )
 
 # The same with a CamelCase last component: tells an exception line from a source line.
-_EXC_SHAPE_RE = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?::\s|:$|$)")
+_EXC_SHAPE_RE = lazy(r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?::\s|:$|$)")
 # Python 3.11+ column markers under a source line.
-_MARKER_RE = re.compile(r"\s*[~^]+\s*$")
+_MARKER_RE = lazy(r"\s*[~^]+\s*$")
 
 # --- error vocabulary ------------------------------------------------------------------------
 
@@ -204,13 +203,13 @@ _ERR_LITERALS = (
 
 # (kind, weight, pattern): the first pattern of the highest weight decides a line's kind.
 # Weight 3 names a specific failure, 2 a subsystem error, 1 a generic fatal-looking word.
-_VOCAB: tuple[tuple[str, int, re.Pattern[str]], ...] = (
-    ("trtllm-error", 3, re.compile(r"\[TensorRT-LLM\]\[ERROR\].*(?:Assertion failed|rror)")),
-    ("trtllm-error", 2, re.compile(r"\[TensorRT-LLM\]\[ERROR\]|\[TRT-LLM\] \[E\]")),
+_VOCAB: tuple[tuple[str, int, LazyPattern], ...] = (
+    ("trtllm-error", 3, lazy(r"\[TensorRT-LLM\]\[ERROR\].*(?:Assertion failed|rror)")),
+    ("trtllm-error", 2, lazy(r"\[TensorRT-LLM\]\[ERROR\]|\[TRT-LLM\] \[E\]")),
     (
         "nvshmem-error",
         3,
-        re.compile(
+        lazy(
             r"nvshmem\S*:\d+:?.{0,80}?(?:non-zero status|error status|failed)"
             r"|NVSHMEMX?_ERROR_\w+|\bnvshmem\w*: .{0,40}(?:error|failed)",
             re.IGNORECASE,
@@ -219,7 +218,7 @@ _VOCAB: tuple[tuple[str, int, re.Pattern[str]], ...] = (
     (
         "triton-error",
         3,
-        re.compile(
+        lazy(
             r"triton\.[\w.]*(?:OutOfResources|CompilationError|PTXASError|Error)"
             r"|out of resource: shared memory|OutOfResources|PassManager::run failed"
             r"|PTXAS error|ptxas fatal"
@@ -228,7 +227,7 @@ _VOCAB: tuple[tuple[str, int, re.Pattern[str]], ...] = (
     (
         "nccl-error",
         3,
-        re.compile(
+        lazy(
             r"NCCL error|nccl(?:Unhandled\w+|System|Internal|InvalidArgument|InvalidUsage"
             r"|Remote)Error|NCCL WARN .{0,200}?(?:fail|rror|imeout|bort)|DistBackendError"
             r"|NCCL communicator was aborted"
@@ -237,7 +236,7 @@ _VOCAB: tuple[tuple[str, int, re.Pattern[str]], ...] = (
     (
         "cuda-error",
         3,
-        re.compile(
+        lazy(
             r"illegal memory access|misaligned address|unspecified launch failure"
             r"|no kernel image is available|invalid device function|device-side assert"
             r"|CUBLAS_STATUS_(?!SUCCESS)\w+|CUDNN_STATUS_(?!SUCCESS)\w+|CUSPARSE_STATUS_\w+"
@@ -250,7 +249,7 @@ _VOCAB: tuple[tuple[str, int, re.Pattern[str]], ...] = (
     (
         "cuda-error",
         2,
-        re.compile(
+        lazy(
             r"CUDA (?:error|Error|ERROR|failure|runtime error)|Cuda failure|cuda failed"
             r"|CUDA Runtime Error|CUresult|cuMem\w+ failed|cublas\w* failed"
         ),
@@ -258,7 +257,7 @@ _VOCAB: tuple[tuple[str, int, re.Pattern[str]], ...] = (
     (
         "nccl-error",
         3,
-        re.compile(
+        lazy(
             r"Watchdog caught collective operation timeout|watchdog thread terminated"
             r"|detected by watchdog|Some NCCL operations have failed or timed out"
             r"|Timeout at NCCL work|[Hh]eartbeat monitor timed out"
@@ -267,12 +266,12 @@ _VOCAB: tuple[tuple[str, int, re.Pattern[str]], ...] = (
     (
         "sanitizer",
         3,
-        re.compile(r":\d+(?::\d+)?: runtime error: |\w+Sanitizer: |COMPUTE-SANITIZER"),
+        lazy(r":\d+(?::\d+)?: runtime error: |\w+Sanitizer: |COMPUTE-SANITIZER"),
     ),
     (
         "error-line",
         3,
-        re.compile(
+        lazy(
             r"out of memory|OutOfMemory|\bOOM\b|RESOURCE_EXHAUSTED|Not enough memory"
             r"|EP_HOST_ASSERT|Assertion .{0,400}?failed|Assertion failed|GGML_ASSERT"
             r"|:\s*Assertion [`']"  # glibc assert(): "file:12: f: Assertion `x' failed."
@@ -286,7 +285,7 @@ _VOCAB: tuple[tuple[str, int, re.Pattern[str]], ...] = (
     (
         "error-line",
         2,
-        re.compile(
+        lazy(
             r"(?:^|[\s:\[(`'\"])(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)(?::|\s*$)"
             r"|^AssertionError|(?:^|[):]\s*)error:|^Error:\s*\S|^FAILED:|\[E\]|\bERROR\b"
             r"|\b(?:[Ff]ailed|FAILED)(?::|\s+(?:to|with|in|at)\b)"
@@ -296,7 +295,7 @@ _VOCAB: tuple[tuple[str, int, re.Pattern[str]], ...] = (
             r"|\bis (?:larger|greater) than the (?:profiled|maximum|derived)\b"
         ),
     ),
-    ("error-line", 1, re.compile(r"\b(?:failed|FAILED|Aborted|abort)\b|imed? ?out\b")),
+    ("error-line", 1, lazy(r"\b(?:failed|FAILED|Aborted|abort)\b|imed? ?out\b")),
 )
 
 _STRUCTURED_KINDS = frozenset(
@@ -307,7 +306,7 @@ _STRUCTURED_KINDS = frozenset(
 
 # Log-record prefixes that say nothing about the failure: timestamps, level words, glog and
 # c10 headers, vLLM's "ERROR 01-02 12:00:00 file.py:12]", TRT-LLM tags, quote markers.
-_PREFIX_RE = re.compile(
+_PREFIX_RE = lazy(
     r"\s*(?:"
     r">\s+"
     r"|\([\w ]+? (?:rank=\d+ )?pid=\d+(?:, ip=[\d.]+)?\)\s*"
@@ -323,8 +322,8 @@ _PREFIX_RE = re.compile(
     r"|what\(\):\s*"
     r")"
 )
-_RANK_TEXT_RE = re.compile(r"\[(?:PG [^\]]*?)?Rank (\d+)\]")
-_MASK_RE = re.compile(rf"{_HEX}|\b[0-9a-fA-F]{{8,}}\b|\d+")
+_RANK_TEXT_RE = lazy(r"\[(?:PG [^\]]*?)?Rank (\d+)\]")
+_MASK_RE = lazy(rf"{_HEX}|\b[0-9a-fA-F]{{8,}}\b|\d+")
 
 
 def _strip_prefixes(text: str) -> str:
@@ -371,7 +370,7 @@ def _is_frame(s: str) -> bool:
     return False
 
 
-_ERR_LITERAL_RE = re.compile("|".join(re.escape(lit) for lit in _ERR_LITERALS))
+_ERR_LITERAL_RE = lazy("|".join(re.escape(lit) for lit in _ERR_LITERALS))
 
 
 def _has_err_literal(t: str) -> bool:

@@ -23,12 +23,12 @@ free of nested quantifiers (linear time on a 1 MB line).  The C++ name itself is
 
 from __future__ import annotations
 
-import re
 from typing import NamedTuple
 
 from diagnose.frames import demangle as _demangle
 from diagnose.frames.names import parse_name
 from diagnose.frames.vocab import kernel_facts
+from diagnose.lazyre import lazy
 from diagnose.model import Frame, KernelFacts, LogLine, ParsedName, TemplateArg
 
 __all__ = ["DIALECTS", "parse_frame"]
@@ -51,52 +51,52 @@ _HEX = r"0[xX][0-9a-fA-F]+"
 
 # "#12  0x00007f... in REST" or "#2  REST" (gdb without address, TSan without address).
 # Fuchsia's symbolizer numbers inlined frames "#1.1"; the sub-index is dropped.
-_HASH = re.compile(rf"#(\d+)(?:\.\d+)?\s+(?:({_HEX})(?:\s+in(?:\s+|$)|\s+|$))?")
+_HASH = lazy(rf"#(\d+)(?:\.\d+)?\s+(?:({_HEX})(?:\s+in(?:\s+|$)|\s+|$))?")
 # Fuchsia module tail "<libclang_rt.asan.so>+0x4363c" / "<<application>>+0xacf4c".
-_ANGLE_MODULE = re.compile(rf"<<?([^<>\s]*)>>?\+({_HEX})$")
+_ANGLE_MODULE = lazy(rf"<<?([^<>\s]*)>>?\+({_HEX})$")
 # Apple sanitizers append the slice to the module: "(/usr/lib/libc++abi.dylib:x86_64+0xc10)".
-_ARCH_SUFFIX = re.compile(r":(?:x86_64h?|i386|arm64e?|armv7s?)$")
+_ARCH_SUFFIX = lazy(r":(?:x86_64h?|i386|arm64e?|armv7s?)$")
 # Unknown source location as sanitizers print it.
 _NO_SOURCE = frozenset({"??:?", "??:0", "??", "<null>"})
 # Android tombstone / debuggerd: "#00 pc 0001a2b3  /system/lib/libc.so (abort+63)".
-_TOMBSTONE = re.compile(r"#(\d+)\s+pc\s+([0-9a-fA-F]+)\s+(\S+)(?:\s+\((.*?)(?:\+(\d+))?\))?$")
+_TOMBSTONE = lazy(r"#(\d+)\s+pc\s+([0-9a-fA-F]+)\s+(\S+)(?:\s+\((.*?)(?:\+(\d+))?\))?$")
 # Sanitizer module tail "(/lib/x.so+0x1234)" or "(<unknown module>)".
-_SAN_MODULE = re.compile(rf"\((.*?)(?:\+({_HEX}))?\)$")
+_SAN_MODULE = lazy(rf"\((.*?)(?:\+({_HEX}))?\)$")
 # Sanitizer source tail "x.cc:12:3" / "C:\b\x.cc:37" / "x.cc:12" (last token).
-_SAN_SOURCE = re.compile(r"(\S+?):(\d+)(?::\d+)?$")
+_SAN_SOURCE = lazy(r"(\S+?):(\d+)(?::\d+)?$")
 # gdb tails.
-_GDB_AT = re.compile(r"(\S+):(\d+)$")
+_GDB_AT = lazy(r"(\S+):(\d+)$")
 # TensorRT-LLM "1       0x789a90580ca6 REST".
-_TRTLLM = re.compile(rf"(\d+)\s+({_HEX})\s+(\S.*)$")
+_TRTLLM = lazy(rf"(\d+)\s+({_HEX})\s+(\S.*)$")
 # glibc backtrace_symbols: "module(symbol+0xoff) [0xaddr]", "module(+0xoff)", "module [0xaddr]".
-_GLIBC = re.compile(rf"([^\s()\[\]][^\s()\[\]]*)\s*\((.*?)(?:([+-]{_HEX}))?\)(?:\s*\[({_HEX})\])?$")
-_GLIBC_BARE = re.compile(rf"([^\s()\[\]]+)\s*\[({_HEX})\]$")
+_GLIBC = lazy(rf"([^\s()\[\]][^\s()\[\]]*)\s*\((.*?)(?:([+-]{_HEX}))?\)(?:\s*\[({_HEX})\])?$")
+_GLIBC_BARE = lazy(rf"([^\s()\[\]]+)\s*\[({_HEX})\]$")
 # PyTorch c10 "frame #3: REST".
-_C10 = re.compile(r"frame #(\d+):\s*(.*)$")
-_C10_TAIL = re.compile(r"\((0(?:[xX][0-9a-fA-F]*)?)(?:\s+in\s+([^)]*))?\)?$")
-_C10_OFFSET = re.compile(rf"\+\s*({_HEX})$")
+_C10 = lazy(r"frame #(\d+):\s*(.*)$")
+_C10_TAIL = lazy(r"\((0(?:[xX][0-9a-fA-F]*)?)(?:\s+in\s+([^)]*))?\)?$")
+_C10_OFFSET = lazy(rf"\+\s*({_HEX})$")
 # Python traceback ("File "x", line 1, in f") and faulthandler ("File "x", line 1 in f").
-_PYTHON = re.compile(r'File "([^"]*)", line (\d+|\?\?\?)(?:,?\s+in\s+(.+))?$')
+_PYTHON = lazy(r'File "([^"]*)", line (\d+|\?\?\?)(?:,?\s+in\s+(.+))?$')
 # Java / Kotlin / Jazzer "at com.x.Y.f(Y.java:12)", "at a.B.f(Native Method)".
-_JAVA = re.compile(r"at\s+([^\s(]+)\(([^()]*)\)$")
+_JAVA = lazy(r"at\s+([^\s(]+)\(([^()]*)\)$")
 # Rust std backtrace "  3: std::panicking::begin_panic" (old: "3: 0x55d0 - core::x").
-_RUST = re.compile(rf"(\d+):\s+(?:({_HEX})\s+-\s+)?(\S.*)$")
-_RUST_HASH = re.compile(r"::h[0-9a-f]{16}$")
+_RUST = lazy(rf"(\d+):\s+(?:({_HEX})\s+-\s+)?(\S.*)$")
+_RUST_HASH = lazy(r"::h[0-9a-f]{16}$")
 # Linux kernel oops / KASAN / dmesg (optionally behind a dmesg timestamp, "#N", "RIP: 0010:"):
 # "[<ffffffff926dbfd0>] process_one_work+0x572/0x7e1 kernel/workqueue.c:2302",
 # " nvacme_ioctl+0x5d/0x90 [nvidia]".
-_KERNEL = re.compile(
+_KERNEL = lazy(
     r"(?:\[\s*\d+\.\d+\]\s*)?(?:#(\d+)\s+)?(?:RIP:?\s*(?:[0-9a-fA-F]{4}:)?\s*)?"
     r"(?:\[<\s*(?:0x)?([0-9a-fA-F]+|inlined)\s*>\]\s*)*(\?\s+)?"
     rf"([A-Za-z_.$][\w.$]*)\+({_HEX})/{_HEX}(?:\s+\[([\w-]+)\])?(.*)$"
 )
-_KERNEL_SOURCE = re.compile(r"(?:\S+\s+)?(\S+):(\d+)(?:\s+\(discriminator \d+\))?$")
+_KERNEL_SOURCE = lazy(r"(?:\S+\s+)?(\S+):(\d+)(?:\s+\(discriminator \d+\))?$")
 # glog / Caffe "@     0x7f9c3d0b9c2d  google::LogMessage::Fail()".
-_GLOG = re.compile(rf"@\s+({_HEX})\s+(.*)$")
+_GLOG = lazy(rf"@\s+({_HEX})\s+(.*)$")
 
 # Bracket scanner for separating a gdb function from its argument VALUES: operator tokens
 # are consumed whole so ``operator<`` or ``operator()`` never count as brackets.
-_BRACKETS = re.compile(
+_BRACKETS = lazy(
     r"operator\s*(?:\(\)|\[\]|->\*?|<=>|<<=?|>>=?|&&|\|\||\+\+|--|[-+*/%^&|~!=<>,]=?)?"
     r"| \(|[<>()\[\]{}]"
 )

@@ -19,10 +19,10 @@ and the surviving prefix is still parsed.  :func:`parse_name` never raises.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from diagnose.lazyre import lazy
 from diagnose.model import ParsedName, TemplateArg
 
 __all__ = ["parse_name"]
@@ -38,7 +38,7 @@ _OPERATOR_SYMBOLS = (
     r"\|=|\^=|[-+*/%^&|~!=<>,]"
 )
 # One token per alternative; everything between tokens is plain word text and skipped.
-_TOKEN = re.compile(
+_TOKEN = lazy(
     r"(?P<op>(?<![\w$])operator(?:\s*(?:" + _OPERATOR_SYMBOLS + r")(?:\s+(?=<))?"
     r"|\s+(?:new|delete)(?:\[\])?"
     r'|\s*""\s*\w+'
@@ -54,8 +54,8 @@ _TOKEN = re.compile(
 _OPENERS = {"<": ">", "(": ")", "[": "]", "{": "}"}
 _CLOSERS = {v: k for k, v in _OPENERS.items()}
 
-_TRUNC_MARK = re.compile(r"(?:\.\.\.|…)\s*$")
-_SPECIAL = re.compile(
+_TRUNC_MARK = lazy(r"(?:\.\.\.|…)\s*$")
+_SPECIAL = lazy(
     r"(?:vtable for|VTT for|construction vtable for|typeinfo name for|typeinfo fn for|"
     r"typeinfo for|guard variable for|non-virtual thunk to|virtual thunk to|"
     r"covariant return thunk to|TLS init function for|TLS wrapper function for|"
@@ -63,24 +63,24 @@ _SPECIAL = re.compile(
     r"hidden alias for|java Class for)\s+"
 )
 # MSVC-ish leading storage/access words kept as qualifiers (Socorro drops them the same way).
-_LEADING_WORDS = re.compile(r"(?:static|virtual|public:|private:|protected:)\s+")
-_TRAILING_QUALIFIER = re.compile(
+_LEADING_WORDS = lazy(r"(?:static|virtual|public:|private:|protected:)\s+")
+_TRAILING_QUALIFIER = lazy(
     r"(?:(?<=[\s)])|^)(const|volatile|&&|&|noexcept|transaction_safe|throw\(\)|__restrict|restrict)"
     r"\s*$"
 )
 # GCC/Clang local-symbol suffixes that survive when a name is printed undemangled or glued:
 # foo.isra.0, foo.constprop.3, foo.part.0, foo.cold, foo._omp_fn.1, foo.llvm.123.
-_DOT_SUFFIX = re.compile(
+_DOT_SUFFIX = lazy(
     r"(?:\.(?:isra|constprop|part|cold|hot|lto_priv|localalias|_omp_fn|clone|llvm|specialized)"
     r"(?:\.\d+)*)+$"
 )
-_ANON_NS = re.compile(r"`anonymous[ -]namespace'")
-_ARG_LEAD = re.compile(r"(?:(?:const|volatile|struct|class|union|enum|typename)\s+|[&*]\s*)+")
-_BUILTIN_MULTI = re.compile(
+_ANON_NS = lazy(r"`anonymous[ -]namespace'")
+_ARG_LEAD = lazy(r"(?:(?:const|volatile|struct|class|union|enum|typename)\s+|[&*]\s*)+")
+_BUILTIN_MULTI = lazy(
     r"(?:(?:un)?signed\s+)?(?:long\s+long|long\s+double|short|long|char|int|__int128)"
     r"(?:\s+int)?(?![\w$])"
 )
-_ARG_NAME = re.compile(
+_ARG_NAME = lazy(
     r"(?:::)?"
     r"(?:\(anonymous namespace\)|`[^`']*'|'(?:lambda|unnamed)\d*'|\{[^{}]*\}|[A-Za-z_$][\w$]*)"
     r"(?:::(?:\(anonymous namespace\)|`[^`']*'|\{[^{}]*\}|~?[A-Za-z_$][\w$]*))*"

@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterator
 
 from diagnose.frames.names import parse_name
+from diagnose.lazyre import lazy
 from diagnose.model import KernelFacts, ParsedName, TemplateArg
 
 __all__ = ["arch_from_tag", "canonical_dtype", "kernel_facts"]
@@ -25,8 +26,8 @@ _KNOWN_ARCH = frozenset(
 )
 # `cutlass::arch::Sm120` is the authoritative tag: an MMA atom such as `SM80_16x8x16_...`
 # names the instruction, and Hopper kernels use Ampere atoms.
-_ARCH_TAG = re.compile(r"arch::Sm(\d{2,3})([af]?)(?![0-9A-Za-z])")
-_ARCH_ANY = re.compile(
+_ARCH_TAG = lazy(r"arch::Sm(\d{2,3})([af]?)(?![0-9A-Za-z])")
+_ARCH_ANY = lazy(
     r"(?:(?<![A-Za-z0-9])[Ss][Mm]_?|(?<=[a-z])Sm_?|(?<![A-Za-z0-9])cutlass(?:3x)?_)"
     r"(\d{2,3})([af](?![a-z]))?(?![0-9])"
 )
@@ -89,7 +90,7 @@ _DTYPE_WRAPPERS = frozenset({"nv_float4_t", "mx_float4_t", "mx_float6_t", "mx_fl
 _CUT_MIN = 5  # a cut-off spelling must keep this much to be read as a dtype prefix
 
 # Snake-case dtype tokens in kernel names: `gemm_bf16bf16_bf16f32`, `_e4m3_`, `fp8`.
-_NAME_TOKEN = re.compile(
+_NAME_TOKEN = lazy(
     r"nvfp4|mxfp4|mxfp8|mxfp6|bf16|fp16|f16|fp32|f32|tf32|fp64|f64|e4m3|e5m2|e2m1|e3m2|e2m3|"
     r"ue8m0|ue4m3|fp8|fp4|int8|s8|u8|int4|s4|u4"
 )
@@ -123,20 +124,20 @@ _NAME_TOKEN_MAP = {
     "u4": "uint4",
 }
 
-_STATIC_INT = re.compile(r"^(?:cute::)?(?:_(\d+)|C<(\d+)>|Int<(\d+)>)$|^(\d+)[uUlL]*$")
+_STATIC_INT = lazy(r"^(?:cute::)?(?:_(\d+)|C<(\d+)>|Int<(\d+)>)$|^(\d+)[uUlL]*$")
 _TUPLE_NAMES = frozenset({"cute::tuple", "cute::Shape", "tuple", "Shape", "cute::Tile"})
 _GEMM_SHAPE_NAMES = frozenset({"GemmShape", "CtaShape", "TileShape", "ThreadblockShape"})
 _CLUSTER_NAMES = frozenset({"ClusterShape", "ClusterShape_MNK"})
-_NAMED_SHAPE = re.compile(
+_NAMED_SHAPE = lazy(
     r"(?P<kind>TileShape|CtaShape|ThreadblockShape|ClusterShape)\w*\s*=\s*(?P<val>[\w:]+<)"
 )
 # GCC/nvcc `[with ElementA = cutlass::half_t, ...]` clauses in static-assert and error text.
-_NAMED_ELEMENT = re.compile(r"Element\w*\s*=\s*([\w:]+(?:<[\w:]+>)?)")
-_GLUED_SHAPE = re.compile(r"(?P<kind>CtaShape|TileShape|ClusterShape)_?(\d+)x(\d+)x(\d+)")
-_XSHAPE = re.compile(r"(?<![0-9x])(\d{1,4})x(\d{1,4})x(\d{1,4})(?![0-9x])")
+_NAMED_ELEMENT = lazy(r"Element\w*\s*=\s*([\w:]+(?:<[\w:]+>)?)")
+_GLUED_SHAPE = lazy(r"(?P<kind>CtaShape|TileShape|ClusterShape)_?(\d+)x(\d+)x(\d+)")
+_XSHAPE = lazy(r"(?<![0-9x])(\d{1,4})x(\d{1,4})x(\d{1,4})(?![0-9x])")
 # CUTLASS 2.x library names: `..._128x256_64x3_tn_align8` is tile 128x256x64, 3 stages.
-_CUTLASS2_TILE = re.compile(r"_(\d{2,3})x(\d{2,3})_(\d{2,3})x(\d{1,2})_")
-_STAGES = re.compile(
+_CUTLASS2_TILE = lazy(r"_(\d{2,3})x(\d{2,3})_(\d{2,3})x(\d{1,2})_")
+_STAGES = lazy(
     r"(?:Stages|StageCount|Stage)<(\d+)>|(?<![A-Za-z0-9])(\d{1,2})_?stages?(?![a-z])",
 )
 

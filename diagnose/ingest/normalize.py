@@ -20,6 +20,7 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from diagnose.lazyre import lazy
 from diagnose.model import LogLine
 
 __all__ = ["MAX_JOINED_LINES", "WRAP_WIDTHS", "normalize", "normalize_lines", "split_lines"]
@@ -39,7 +40,7 @@ _MAX_PREFIXES = 8
 # ECMA-48 escapes: CSI (7- and 8-bit), OSC terminated by BEL or ST, charset designations,
 # other two-byte escapes (Fp, Fe, Fs), then any ESC left over.  Every branch is linear: the OSC body
 # cannot contain the terminators it looks for.
-_ANSI = re.compile(
+_ANSI = lazy(
     r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"
     r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)"
     r"|\x1b[()*+][0-9A-Za-z]"
@@ -52,10 +53,10 @@ _ANSI = re.compile(
 # only at the end of a line or in a line that had a numbered one: ``[m for m in xs]``
 # and ``[multiproc_executor.py:470]`` are content.  The optional space before is
 # matched so _drop_sgr can decide whether it goes too.
-_BARE_SGR = re.compile(r" ?\[\d{1,3}(?:;\d{1,3}){0,15}[mK](?!\])")
-_BARE_SGR_SEEN = re.compile(r"\[\d{1,3}(?:;\d{1,3}){0,15}[mK](?!\])")  # literal-led: fast scan
-_BARE_SGR_EMPTY = re.compile(r" ?\[[mK](?![\w\]]| \w)")
-_BARE_SGR_END = re.compile(r" ?\[[mK]$")
+_BARE_SGR = lazy(r" ?\[\d{1,3}(?:;\d{1,3}){0,15}[mK](?!\])")
+_BARE_SGR_SEEN = lazy(r"\[\d{1,3}(?:;\d{1,3}){0,15}[mK](?!\])")  # literal-led: fast scan
+_BARE_SGR_EMPTY = lazy(r" ?\[[mK](?![\w\]]| \w)")
+_BARE_SGR_END = lazy(r" ?\[[mK]$")
 
 
 def _drop_sgr(match: re.Match[str]) -> str:
@@ -73,7 +74,7 @@ def _drop_sgr(match: re.Match[str]) -> str:
 
 
 # ``cat -v`` caret notation of the same escapes (``^[[0m``).
-_CARET_SGR = re.compile(r"\^\[\[[0-9;]{0,48}[A-Za-z]")
+_CARET_SGR = lazy(r"\^\[\[[0-9;]{0,48}[A-Za-z]")
 
 _CHAR_TABLE: dict[int, str | None] = {
     **{c: None for c in range(0x20) if c not in (0x08, 0x09, 0x0D)},  # keep BS, TAB, CR
@@ -136,11 +137,11 @@ def _last_segment(text: str) -> str:
 # --- markdown / chat structure --------------------------------------------------------------
 
 _QUOTE_STARTS = (">", " >", "  >", "   >")
-_QUOTE = re.compile(r" {0,3}>(?: |(?=\S)|$)")
-_FENCE = re.compile(r" {0,4}(`{3,}|~{3,})(.*)")
-_LANG_TAG = re.compile(r"[\w+#.-]{0,32}(?: *\{[^{}]{0,80}\})?")
-_HTML_TAG = re.compile(r"</?(?:details|summary|pre|code|kbd|samp|br)\b[^<>]{0,200}>", re.I)
-_ENTITY = re.compile(r"&(#x?[0-9a-fA-F]{2,4}|[a-z]{2,4});")
+_QUOTE = lazy(r" {0,3}>(?: |(?=\S)|$)")
+_FENCE = lazy(r" {0,4}(`{3,}|~{3,})(.*)")
+_LANG_TAG = lazy(r"[\w+#.-]{0,32}(?: *\{[^{}]{0,80}\})?")
+_HTML_TAG = lazy(r"</?(?:details|summary|pre|code|kbd|samp|br)\b[^<>]{0,200}>", re.I)
+_ENTITY = lazy(r"&(#x?[0-9a-fA-F]{2,4}|[a-z]{2,4});")
 # Only entities that decode to punctuation: a decoder that could produce letters or
 # digits would let an escape invent text the user never saw.
 _ENTITIES = {
@@ -250,7 +251,7 @@ _MON = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
 _LEVEL = r"(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL|TRACE)"
 
 # One anchored alternation per first character: a single C-level match per line.
-_BRACKET_PREFIX = re.compile(
+_BRACKET_PREFIX = lazy(
     r"\[(?:"
     # sglang: [2026-01-02 10:00:00 TP3] / [2025-05-14 03:58:33 DP0 TP0]; buildkite [ts]
     rf"{_TS}(?: (?P<tags>{_TAGS}))?\]"
@@ -269,24 +270,24 @@ _BRACKET_PREFIX = re.compile(
 )
 # c10 logging: [E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] -> [E ProcessGroupNCCL.cpp:607]
 # (the older spelling), so one failure printed at different times by many ranks reads alike.
-_C10_STAMP = re.compile(r"\[([EWIF])\d{3,4} \d\d:\d\d:\d\d\.\d{1,9} (\d+ )?(?=[\w./-]+:\d+\])")
+_C10_STAMP = lazy(r"\[([EWIF])\d{3,4} \d\d:\d\d:\d\d\.\d{1,9} (\d+ )?(?=[\w./-]+:\d+\])")
 
 # vLLM/Ray worker prefix: (VllmWorker rank=2 pid=123) (RayWorkerWrapper pid=1054, ip=10.1.2.3)
 # (EngineCore_DP0 pid=17833) (pid=123) — needs a pid= or ip= field to count.
-_WORKER = re.compile(
+_WORKER = lazy(
     r"\((?P<name>[A-Za-z_][\w.:-]{0,63})?(?:,? ?(?P<kv>(?:rank|pid|ip|node|node_id|repr)"
     r"=[\w.:/-]{1,64}))+\) ?"
 )
-_WORKER_KV = re.compile(r"\b(rank|pid)=([\w.-]+)")
-_NAME_TAGS = re.compile(r"(?:[_-](?:[A-Z]{2,4}\d{1,5}))+$")
+_WORKER_KV = lazy(r"\b(rank|pid)=([\w.-]+)")
+_NAME_TAGS = lazy(r"(?:[_-](?:[A-Z]{2,4}\d{1,5}))+$")
 
-_DIGIT_PREFIX = re.compile(
+_DIGIT_PREFIX = lazy(
     # loguru: 2026-01-02 10:00:00.123 | ERROR    | module:func:12 - message
     rf"{_TS} \| {_LEVEL} {{0,8}}\| [\w.<>:-]{{1,200}} - "
     # docker --timestamps / k8s (CRI adds 'stdout F'), python logging "ts - ", ts | message
     rf"|{_TS}(?: (?:stdout|stderr) [FP])?(?: - | \| | ?)"
 )
-_ALPHA_PREFIX = re.compile(
+_ALPHA_PREFIX = lazy(
     # vLLM logger: ERROR 01-02 02:39:17 worker_base.py:467] / INFO 03-04 ... [core.py:12]
     rf"{_LEVEL} \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{{1,6}})? "
     r"(?:\[[\w./-]{1,200}:\d{1,6}\]|[\w./-]{1,200}:\d{1,6}\]) ?"
@@ -300,13 +301,13 @@ _ALPHA_FIRST = frozenset("ACDEFIJMNOSTW")
 # docker compose: "vllm-1  | " (vllm-project/vllm#10439) / "container  | " / "pod-abc12 | ".
 # One token, then either 2+ spaces (compose pads names to align) or a name ending in a
 # replica index or pod suffix holding a digit (-1, _2, -abc12).
-_COMPOSE = re.compile(
+_COMPOSE = lazy(
     r"(?P<svc>[A-Za-z0-9][\w.-]{0,62}?) {2,}\| "
     r"|(?P<replica>[A-Za-z0-9][\w.-]{0,62}[-_](?=[0-9a-z]{0,9}\d)[0-9a-z]{1,10}) \| "
 )
 # Buildkite / CI log viewers: "  | " before each line, often inside a chat quote
 # (vllm-project/vllm#8204); not a markdown table row: those end in "|".
-_PIPE = re.compile(r" {0,4}\| ")
+_PIPE = lazy(r" {0,4}\| ")
 
 
 @dataclass(slots=True)
@@ -453,11 +454,11 @@ def _clean(number: int, raw: str, fence: _Fence) -> _Clean:
 
 # --- soft-wrap re-joining -------------------------------------------------------------------
 
-_FRAME_START = re.compile(
+_FRAME_START = lazy(
     r"\s*(?:#\d{1,4}\s+(?:0x[0-9a-fA-F]+\s|[\w:<~]|\?\?)|frame #\d{1,4}: "
     r"|\d{1,3} {2,}0x[0-9a-fA-F]{4,}|File \"|0x[0-9a-fA-F]{6,}\s|[\w./+-]{1,400}\.so(?:\.\d+)*\()"
 )
-_NEW_RECORD = re.compile(
+_NEW_RECORD = lazy(
     r"(?:Traceback \(|During handling|The above exception|terminate called|\[TensorRT-LLM\]"
     r"|(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Warning|Exit|Interrupt)\b"
     r"|\S+:\d+:\d*:? ?(?:error|warning|note):)"
@@ -550,7 +551,7 @@ def _join(head: _Clean, nxt: _Clean) -> _Clean:
 # --- one-line pastes ------------------------------------------------------------------------
 
 # Strong markers: a line holding them mid-line is a collapsed multi-line paste.
-_SPLIT_STRONG = re.compile(
+_SPLIT_STRONG = lazy(
     r"Traceback \(most recent call last\):"
     r"|(?<![\w\"])File \"[^\"\n]{1,4096}\", line \d+"
     r"|(?<![\w#])frame #\d{1,4}: "
@@ -559,7 +560,7 @@ _SPLIT_STRONG = re.compile(
     r"|terminate called "
 )
 # Weak markers: split there too, but only in a line the strong markers already qualify.
-_SPLIT_WEAK = re.compile(
+_SPLIT_WEAK = lazy(
     r"\[TensorRT-LLM\]"
     r"|(?<=\s)(?:[A-Za-z_]\w{0,80}\.){0,8}[A-Z]\w{0,80}(?:Error|Exception)(?=: |:$|$)"
     r"|(?<=\s)what\(\): "
@@ -578,8 +579,8 @@ def _may_hold_marker(text: str) -> bool:
     )
 
 
-_BARE_MARKER = re.compile(r"what\(\):|\[TensorRT-LLM\](?:\[\w{1,16}\])?")
-_PY_CODE_AFTER_FRAME = re.compile(r'(File "[^"]*", line \d+, in \S+) +(\S.*)')
+_BARE_MARKER = lazy(r"what\(\):|\[TensorRT-LLM\](?:\[\w{1,16}\])?")
+_PY_CODE_AFTER_FRAME = lazy(r'(File "[^"]*", line \d+, in \S+) +(\S.*)')
 _MIN_PASTE_LEN = 60
 
 

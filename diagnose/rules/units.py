@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import re
 
+from diagnose.lazyre import lazy
 from diagnose.model import FactValue
 from diagnose.rules.schema import Unit
 
-_SIZE = re.compile(
+_SIZE = lazy(
     r"^\s*(?P<num>\d+(?:[.,]\d+)?)\s*(?P<unit>[kmgtp]?i?b|bytes?|[kmgtp])?\s*$", re.IGNORECASE
 )
 _SCALE = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4, "p": 5}
