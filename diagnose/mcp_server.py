@@ -55,6 +55,9 @@ def build_server(config: ServeConfig | None = None) -> MCPServer:
         "crashkb",
         version=kb_version,
         instructions="Call `diagnose` with a crash log's text to get its root cause.",
+        # The SDK configures logging when the server is built (this module is a shell, like
+        # cli.py); WARNING keeps a refused call (a ToolError, logged at INFO) off stderr.
+        log_level="WARNING",
     )
 
     @server.tool(name="diagnose", description=TOOL_DESCRIPTION)
