@@ -45,7 +45,31 @@ _EXPORTS = {
     "RuleFileError": "diagnose.errors",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "DiagnoseError",
+    "Diagnosis",
+    "Evidence",
+    "Finding",
+    "FixAdvice",
+    "Frame",
+    "InputError",
+    "KernelFacts",
+    "LogLine",
+    "ParsedName",
+    "Region",
+    "RuleFileError",
+    "SimilarCase",
+    "TemplateArg",
+    "demangle",
+    "diagnose_file",
+    "diagnose_text",
+    "find_regions",
+    "iter_diagnoses",
+    "kernel_facts",
+    "normalize",
+    "parse_frame",
+    "parse_name",
+]
 
 if TYPE_CHECKING:
     from diagnose.api import diagnose_file, diagnose_text
@@ -67,6 +91,7 @@ if TYPE_CHECKING:
     )
     from diagnose.regions import find_regions
     from diagnose.report import Diagnosis, FixAdvice, SimilarCase
+    from diagnose.stream import iter_diagnoses
 
 
 def __getattr__(name: str) -> Any:
@@ -77,4 +102,3 @@ def __getattr__(name: str) -> Any:
     value = getattr(import_module(module), name)
     globals()[name] = value
     return value
-    from diagnose.stream import iter_diagnoses

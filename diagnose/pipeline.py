@@ -18,9 +18,6 @@ from diagnose.ingest.read import open_source, read_text
 from diagnose.model import LogLine, Region
 from diagnose.regions import find_regions
 
-#: Inputs up to this size are processed whole; larger ones are streamed through the
-#: scanner.  32 MiB of text normalises in well under a second on one core.
-WHOLE_INPUT_LIMIT = 32 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +58,8 @@ def parse_source(source: str | os.PathLike[str] | BinaryIO) -> Parsed:
             size = os.stat(source).st_size
         except OSError:
             size = 0  # let read_text produce the one-line InputError
+        from diagnose.ingest.scan import WHOLE_INPUT_LIMIT
+
         if size > WHOLE_INPUT_LIMIT:
             return _parse_streamed(source, name)
     return parse_text(read_text(source), name)
@@ -80,9 +79,7 @@ def _parse_streamed(source: str | os.PathLike[str], name: str) -> Parsed:
         lines.extend(window)
         regions.extend(find_regions(window))
     context_lines = [
-        line
-        for number, raw in result.context_lines
-        for line in normalize(raw, first_line=number)
+        line for number, raw in result.context for line in normalize(raw, first_line=number)
     ]
     context = extract_context([*context_lines, *lines])
     return Parsed(name, tuple(lines), tuple(regions), context, result.total_lines, streamed=True)

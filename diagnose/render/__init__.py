@@ -20,7 +20,9 @@ class OutputFormat(str, Enum):
     jsonl = "jsonl"
 
 
-def render(diagnosis: Diagnosis, fmt: OutputFormat, *, color: bool = False, verbose: bool = False) -> str:
+def render(
+    diagnosis: Diagnosis, fmt: OutputFormat, *, color: bool = False, verbose: bool = False
+) -> str:
     """Render ``diagnosis`` in ``fmt``; every format is wired here (a test loops over all)."""
     if fmt is OutputFormat.text:
         from diagnose.render.text import render_text

@@ -22,8 +22,16 @@ def render_jsonl(diagnosis: Diagnosis) -> str:
     whole = diagnosis.to_dict()
     base: dict[str, Any] = {
         k: whole[k]
-        for k in ("schema_version", "source", "cause", "fatal", "confidence", "tier", "title",
-                  "kb_version")
+        for k in (
+            "schema_version",
+            "source",
+            "cause",
+            "fatal",
+            "confidence",
+            "tier",
+            "title",
+            "kb_version",
+        )
     }
     if not diagnosis.crashes:
         return json.dumps({**base, "crash": None, "findings": []}, ensure_ascii=False)

@@ -17,7 +17,8 @@ from diagnose.render.common import (
 if TYPE_CHECKING:
     from diagnose.report import Diagnosis
 
-#: Slack truncates long messages and Discord caps at 4,000 characters: stay under both.
+#: The chat default (GitHub comments take far more; Slack truncates long messages). Discord
+#: caps ordinary messages at 2,000 characters: pass max_chars=2000 there (serve does).
 MAX_CHARS = 3500
 
 
@@ -46,10 +47,14 @@ def render_markdown(d: Diagnosis, max_chars: int = MAX_CHARS) -> str:
         lines = verification_lines(d.verification)
         parts.append(f"**Verification: {lines[0]}**\n" + _fence("\n".join(lines[1:])))
     if d.fixes:
-        parts.append("**What to change**\n" + "\n".join(
-            f"{i}. {fix.title}" + "".join(f" `{x}`" for x in (*fix.flags, *fix.env, *fix.config)[:3])
-            for i, fix in enumerate(d.fixes[:4], 1)
-        ))
+        parts.append(
+            "**What to change**\n"
+            + "\n".join(
+                f"{i}. {fix.title}"
+                + "".join(f" `{x}`" for x in (*fix.flags, *fix.env, *fix.config)[:3])
+                for i, fix in enumerate(d.fixes[:4], 1)
+            )
+        )
     if d.version_notes:
         parts.append("\n".join(f"- {n}" for n in d.version_notes))
     if d.similar:

@@ -28,14 +28,18 @@ def render_text(d: Diagnosis, *, color: bool = False, verbose: bool = False) -> 
         out.append(f"[bold]{title}[/bold]" if color else title)
 
     first = headline(d)
-    out.append(f"[bold red]{_esc(first, color)}[/bold red]" if color and d.fatal else _esc(first, color))
+    out.append(
+        f"[bold red]{_esc(first, color)}[/bold red]" if color and d.fatal else _esc(first, color)
+    )
     if d.summary:
         out.append(_esc(d.summary, color))
     if d.server_ready and d.known and not d.fatal:
         out.append("The server reported ready: the failures were skipped, not fatal.")
     primary = d.primary
     if primary is not None:
-        out.append(_esc(f"rule {primary.rule_id}; {TIER_WORDS.get(primary.tier, primary.tier)}", color))
+        out.append(
+            _esc(f"rule {primary.rule_id}; {TIER_WORDS.get(primary.tier, primary.tier)}", color)
+        )
         facts = facts_line(primary)
         if facts:
             head("Facts")
@@ -77,7 +81,9 @@ def render_text(d: Diagnosis, *, color: bool = False, verbose: bool = False) -> 
     if verbose:
         _verbose(d, out, color)
     out.append("")
-    out.append(_esc(f"{len(d.crashes)} crash region(s) in {d.total_lines} lines; kb {d.kb_version}", color))
+    out.append(
+        _esc(f"{len(d.crashes)} crash region(s) in {d.total_lines} lines; kb {d.kb_version}", color)
+    )
     return "\n".join(out)
 
 
@@ -88,8 +94,11 @@ def _verbose(d: Diagnosis, out: list[str], color: bool) -> None:
     for i, region in enumerate(d.crashes):
         note = ranks_note(region)
         out.append(
-            _esc(f"  [{i}] {region.kind} lines {region.lines[0]}-{region.lines[1]}: "
-                 f"{region.message[:160]}{'  (' + note + ')' if note else ''}", color)
+            _esc(
+                f"  [{i}] {region.kind} lines {region.lines[0]}-{region.lines[1]}: "
+                f"{region.message[:160]}{'  (' + note + ')' if note else ''}",
+                color,
+            )
         )
     if d.findings:
         out.append("All findings:")
