@@ -36,7 +36,9 @@ class Until(str, Enum):
 
 @app.command()
 def run(
-    log: Annotated[str, typer.Argument(help="crash log file (plain or gzip), or - for stdin")] = "-",
+    log: Annotated[
+        str, typer.Argument(help="crash log file (plain or gzip), or - for stdin")
+    ] = "-",
     fmt: Annotated[
         OutputFormat, typer.Option("--format", "-f", help="output format")
     ] = OutputFormat.text,
@@ -44,8 +46,12 @@ def run(
         Optional[list[Path]],  # noqa: UP045 - typer needs Optional on 3.10
         typer.Option("--rules", help="extra rule directory (repeatable)"),
     ] = None,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="show every region and finding")] = False,
-    no_color: Annotated[bool, typer.Option("--no-color", help="plain text even on a terminal")] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="show every region and finding")
+    ] = False,
+    no_color: Annotated[
+        bool, typer.Option("--no-color", help="plain text even on a terminal")
+    ] = False,
     verify: Annotated[
         bool, typer.Option("--verify", help="rebuild and measure what the crash implicates")
     ] = False,
@@ -82,7 +88,7 @@ def run(
         )
     except DiagnoseError as exc:
         _fail(str(exc))
-    except Exception as exc:  # noqa: BLE001 - a bug must still end in one line, not a traceback
+    except Exception as exc:  # a bug must still end in one line, not a traceback
         _fail(f"internal error ({type(exc).__name__}: {exc}); please report it with the log")
     from diagnose.render import render
 
