@@ -89,9 +89,17 @@ def diff(before: Mapping[str, Verdict], after: Mapping[str, Verdict]) -> list[Ch
     for case in sorted(set(before) | set(after)):
         old, new = before.get(case), after.get(case)
         if old is None or new is None:
-            kind = "NEW" if old is None else "GONE"
-            label = (new or old).label if (new or old) else None
-            out.append(Change(case, kind, old and old.cause, new and new.cause, label))
+            present = new if new is not None else old
+            label = present.label if present is not None else None
+            out.append(
+                Change(
+                    case,
+                    "NEW" if old is None else "GONE",
+                    old.cause if old is not None else None,
+                    new.cause if new is not None else None,
+                    label,
+                )
+            )
             continue
         if old.cause == new.cause:
             continue
