@@ -126,6 +126,7 @@ def _registry() -> dict[str, type]:
 
 _classes: dict[str, type] | None = None
 _RE2_TAG = "\x00re2"
+_CONTAINERS = (list, tuple, dict)
 
 
 def _known() -> dict[str, type]:
@@ -168,6 +169,9 @@ def encode(value: Any) -> Any:
 def decode(data: Any) -> Any:
     """Rebuild what :func:`encode` produced (RE2 patterns are compiled again)."""
     if isinstance(data, tuple):
+        # Most tuples hold only strings and numbers (ids, globs, example facts): reuse them.
+        if not any(isinstance(v, _CONTAINERS) for v in data):
+            return data
         return tuple(decode(v) for v in data)
     if isinstance(data, dict):
         return {k: decode(v) for k, v in data.items()}
