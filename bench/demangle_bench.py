@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from diagnose.frames import demangle as dm  # noqa: E402
+from diagnose.frames import demangle_worker, mangled_bound  # noqa: E402
 
 SHARED = ROOT.parent / "shared" / "peer"
 
@@ -107,7 +108,7 @@ def cpu_ms(names: Sequence[str], exe: str, repeat: int) -> tuple[float, float, f
         me, kids = used(resource.RUSAGE_SELF), used(resource.RUSAGE_CHILDREN)
         dm.demangle_many(names)
         ours.append(used(resource.RUSAGE_SELF) - me)
-        dm._WORKER.close()  # reaped: its CPU time joins RUSAGE_CHILDREN
+        demangle_worker.WORKER.close()  # reaped: its CPU time joins RUSAGE_CHILDREN
         worker.append(used(resource.RUSAGE_CHILDREN) - kids)
         kids = used(resource.RUSAGE_CHILDREN)
         subprocess.run([exe], input=data, capture_output=True, check=True)
@@ -218,12 +219,12 @@ def main() -> int:
     fast = [
         n
         for n, r in zip(names, rows, strict=True)
-        if r["cxa_ok"] and dm._output_bound_bits(n) <= dm._INPROC_BUDGET_BITS
+        if r["cxa_ok"] and mangled_bound.output_bound_bits(n) <= mangled_bound.INPROC_BUDGET_BITS
     ]
     inproc = len(fast)
     _, fcold, _ = best_ours(fast, False, rep)
     _, gfcold, _ = run_cxxfilt(fast, exe, rep)
-    engine = "GNU c++filt" if dm._WORKER.native else "Python"
+    engine = "GNU c++filt" if demangle_worker.WORKER.native else "Python"
     me_ms, worker_ms, gnu_ms = cpu_ms(names, exe, rep)
 
     def rate(n: int, s: float) -> str:
