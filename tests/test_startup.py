@@ -7,6 +7,7 @@ already holds everything).  Timing lives in ``bench/cli_startup.py``, never here
 from __future__ import annotations
 
 import json
+import marshal
 import os
 import re
 import subprocess
@@ -114,7 +115,6 @@ def test_snapshot_refuses_unknown_objects() -> None:
 
 def test_edited_rule_is_validated_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CRASHKB_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(snapshot, "_entries", None)
     rules_dir = tmp_path / "rules" / "cuda-oom"
     rules_dir.mkdir(parents=True)
     rule = rules_dir / "demo-alloc.toml"
@@ -134,10 +134,22 @@ def test_damaged_snapshot_file_only_costs_speed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("CRASHKB_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(snapshot, "_entries", None)
-    (tmp_path / f"snapshot-v{snapshot.FORMAT}-py{sys.version_info[0]}{sys.version_info[1]}.marshal"
-     ).write_bytes(b"\x00not marshal")  # fmt: skip
-    assert len(load_rules(kb=load_kb())) > 0
+    kb = load_kb()
+    fresh = load_rules(kb=kb)  # writes the snapshot
+    written = list(tmp_path.glob("snapshot-*-rules-*.marshal"))
+    assert len(written) == 1
+    written[0].write_bytes(b"\x00not marshal")
+    assert load_rules(kb=kb).rules == fresh.rules
+    written[0].write_bytes(marshal.dumps((("rules", "another key"), "payload")))
+    assert load_rules(kb=kb).rules == fresh.rules
+
+
+def test_snapshot_files_do_not_pile_up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CRASHKB_CACHE_DIR", str(tmp_path))
+    for i in range(snapshot.MAX_ENTRIES + 5):
+        snapshot.save(("demo", i), ("value", i))
+    assert len(list(tmp_path.glob("snapshot-*.marshal"))) == snapshot.MAX_ENTRIES
+    assert snapshot.load(("demo", snapshot.MAX_ENTRIES + 4)) == ("value", snapshot.MAX_ENTRIES + 4)
 
 
 def _demo_rule(phrase: str) -> str:

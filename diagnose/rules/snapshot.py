@@ -22,6 +22,7 @@ import dataclasses
 import marshal
 import os
 import sys
+import zlib
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -32,8 +33,8 @@ __all__ = ["code_stamp", "decode", "encode", "load", "save", "tree_stamp"]
 
 #: Bump when the encoding changes (the file name carries it).
 FORMAT = 1
-#: Entries kept in the file (most recent last): the shipped kb and rules plus a few extra
-#: rule-dir combinations, without growing when tests load hundreds of temporary rule sets.
+#: Snapshot files kept: the shipped kb and rules plus a few extra rule-dir combinations,
+#: without growing when tests load hundreds of temporary rule sets.
 MAX_ENTRIES = 8
 
 _PACKAGE = Path(__file__).resolve().parents[1]
@@ -56,7 +57,7 @@ _CODE = (
 
 Key = tuple[Any, ...]
 
-_entries: dict[Key, Any] | None = None
+_PREFIX = "snapshot-v"
 
 
 class Unencodable(TypeError):
@@ -186,56 +187,59 @@ def decode(data: Any) -> Any:
 # --------------------------------------------------------------------------- store
 
 
-def _file() -> Path:
-    """The snapshot file, beside the TOML parse cache."""
+def _file(key: Key) -> Path:
+    """The file holding ``key``'s snapshot, beside the TOML parse cache.
+
+    One file per key, so a run reads only the kb and rule base it loads (a
+    shared file grew to every rule set tests and wheels ever loaded).  The name
+    carries a CRC of the key; the file stores the whole key, checked on load.
+    """
     from diagnose.tomlsource import cache_dir
 
     py = f"{sys.version_info[0]}{sys.version_info[1]}"
-    return cache_dir() / f"snapshot-v{FORMAT}-py{py}.marshal"
-
-
-def _read() -> dict[Key, Any]:
-    """Read the snapshot file once per process; any problem means no snapshots."""
-    global _entries
-    if _entries is None:
-        try:
-            loaded = marshal.loads(_file().read_bytes())
-            _entries = loaded if isinstance(loaded, dict) else {}
-        except (OSError, EOFError, ValueError, TypeError):
-            _entries = {}
-    return _entries
+    crc = zlib.crc32(repr(key).encode("utf-8", "surrogatepass"))
+    return cache_dir() / f"{_PREFIX}{FORMAT}-py{py}-{key[0]}-{crc:08x}.marshal"
 
 
 def load(key: Key) -> Any | None:
-    """Return the object stored under ``key``, or ``None`` (absent, stale format, unreadable)."""
-    data = _read().get(key)
-    if data is None:
-        return None
+    """Return the object stored under ``key``, or ``None`` (absent, stale, unreadable)."""
     try:
-        return decode(data)
+        stored = marshal.loads(_file(key).read_bytes())
+    except (OSError, EOFError, ValueError, TypeError):
+        return None
+    if not (isinstance(stored, tuple) and len(stored) == 2 and stored[0] == key):
+        return None  # another key with the same CRC, or an older layout
+    try:
+        return decode(stored[1])
     except Exception:  # a damaged entry, or re2.error from another RE2 build: validate instead
         return None
 
 
 def save(key: Key, value: Any) -> None:
-    """Store ``value`` under ``key`` (best effort: atomic rename, silent on failure)."""
+    """Store ``value`` under ``key`` (best effort: atomic rename, silent on failure).
+
+    Keeps the :data:`MAX_ENTRIES` most recently written snapshot files, so edited
+    rules and temporary rule dirs never pile up.
+    """
     try:
-        data = encode(value)
-    except Unencodable:
+        data = marshal.dumps((key, encode(value)))
+    except (Unencodable, ValueError):
         return
-    entries = _read()
-    entries.pop(key, None)
-    entries[key] = data
-    for old in list(entries)[:-MAX_ENTRIES]:
-        del entries[old]
-    target = _file()
+    target = _file(key)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
-        tmp.write_bytes(marshal.dumps(entries))
+        tmp.write_bytes(data)
         os.replace(tmp, target)
-    except (OSError, ValueError):
-        pass  # a read-only home or an unmarshallable value only costs speed
+        # Oldest first; never the file just written (coarse mtimes can tie).
+        olds = sorted(
+            (p for p in target.parent.glob(f"{_PREFIX}*.marshal") if p != target),
+            key=lambda p: p.stat().st_mtime_ns,
+        )
+        for old in olds[: max(0, len(olds) + 1 - MAX_ENTRIES)]:
+            old.unlink(missing_ok=True)
+    except OSError:
+        pass  # a read-only home, or a file another process removed first, only costs speed
 
 
 def stamps(roots: Iterable[Path]) -> Key:
