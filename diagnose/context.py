@@ -738,7 +738,7 @@ def _x_versions(text: str, n: int, acc: _Acc) -> None:
 
 # Phrases printed once a server can take requests.  trtllm-serve and vLLM serve
 # through uvicorn; Triton Inference Server (TensorRT-LLM backend) prints its own.
-_READY_PHRASES = (
+READY_PHRASES = (
     "The server is fired up and ready to roll!",  # sglang http_server.py
     "Application startup complete.",  # uvicorn (vLLM, sglang, trtllm-serve)
     "Uvicorn running on",
@@ -748,6 +748,7 @@ _READY_PHRASES = (
     "Started GRPCInferenceService at",
     "server is listening on",  # llama.cpp server
 )
+_READY_PHRASES = READY_PHRASES  # the name diagnose.stream reads
 
 
 def _x_ready(text: str, n: int, acc: _Acc) -> None:

@@ -132,6 +132,8 @@ class Frame:
     truncated: bool = False
     mangled: str | None = None
     kernel: KernelFacts = field(default_factory=KernelFacts)
+    # machinery | kernel | runtime | app (diagnose.roles); "" until roles are assigned.
+    role: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """Return the JSON form of the frame (the public contract)."""
@@ -151,6 +153,7 @@ class Frame:
             "truncated": self.truncated,
             "mangled": self.mangled,
             "kernel": None if self.kernel.is_empty() else self.kernel.to_dict(),
+            "role": self.role,
         }
 
 

@@ -17,7 +17,7 @@ from diagnose.ingest.normalize import normalize
 from diagnose.ingest.read import open_source, read_text
 from diagnose.model import LogLine, Region
 from diagnose.regions import find_regions
-
+from diagnose.roles import assign as assign_roles
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +40,7 @@ class Parsed:
 def parse_text(text: str, source: str = "<text>") -> Parsed:
     """Run the parse stage on an in-memory string."""
     lines = tuple(normalize(text))
-    regions = tuple(find_regions(lines))
+    regions = assign_roles(find_regions(lines))
     context = extract_context(lines)
     total = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
     return Parsed(source, lines, regions, context, total)
@@ -65,23 +65,32 @@ def parse_source(source: str | os.PathLike[str] | BinaryIO) -> Parsed:
     return parse_text(read_text(source), name)
 
 
+#: A streamed log's settings (server args, GPU, versions) are printed at start-up; read
+#: this much of its head whole for them.  Past the head only readiness lines are
+#: collected: the full context vocabulary ("CUDA", "--", GPU model numbers) matches a
+#: large share of healthy serving lines and made big-file scans several times slower.
+STREAM_HEAD_BYTES = 1 << 20
+
+
 def _parse_streamed(source: str | os.PathLike[str], name: str) -> Parsed:
     """Scan a big file with literal prefilters and parse only the candidate windows."""
-    from diagnose.context import CONTEXT_LITERALS
+    from diagnose.context import READY_PHRASES
     from diagnose.ingest.scan import scan
 
+    head = normalize(read_text(source, limit=STREAM_HEAD_BYTES))
+    head = head[:-1] if head else head  # the last head line may be cut mid-line
     with open_source(source) as stream:
-        result = scan(stream, context_literals=CONTEXT_LITERALS)
+        result = scan(stream, context_literals=READY_PHRASES)
     lines: list[LogLine] = []
     regions: list[Region] = []
     for first_line, raw_lines in result.windows:
         window = normalize("\n".join(raw_lines), first_line=first_line)
         lines.extend(window)
-        regions.extend(find_regions(window))
-    context_lines = [
+        regions.extend(assign_roles(find_regions(window)))
+    ready_lines = [
         line for number, raw in result.context for line in normalize(raw, first_line=number)
     ]
-    context = extract_context([*context_lines, *lines])
+    context = extract_context(sorted([*head, *ready_lines, *lines], key=lambda ln: ln.number))
     return Parsed(name, tuple(lines), tuple(regions), context, result.total_lines, streamed=True)
 
 

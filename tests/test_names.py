@@ -285,3 +285,11 @@ def test_peer_socorro_drop_prefix(shared: Path) -> None:
 def test_property_never_raises_on_any_text(text: str) -> None:
     p = parse_name(text)
     assert p.text == text
+
+
+def test_varargs_only_parameter_list_is_a_parameter_list() -> None:
+    # TensorRT-LLM prints its throw helper as `throwRuntimeError(...)`.
+    parsed = parse_name("tensorrt_llm::common::throwRuntimeError(...)")
+    assert parsed.qualified == "tensorrt_llm::common::throwRuntimeError"
+    assert parsed.params == ("...",)
+    assert not parsed.truncated

@@ -249,7 +249,9 @@ def _find_params(s: str, root: _Group, end: int, truncated: bool) -> _Group | No
         if not closes_here or g.not_params or g.opener == 0:
             return None
         inner = s[g.opener + 1 : g.end]
-        if inner == "anonymous namespace" or inner.startswith("."):
+        # LLVM clone suffixes `(.cold)` are not parameters; C varargs `(...)` are (and
+        # TensorRT-LLM prints `throwRuntimeError(...)`).
+        if inner == "anonymous namespace" or (inner.startswith(".") and inner != "..."):
             return None
         j = g.opener - 1
         if s[j] == " " and j > 0 and s[j - 1] == "'":

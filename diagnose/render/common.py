@@ -62,13 +62,20 @@ def region_for(d: Diagnosis, finding: Finding | None) -> Region | None:
 
 
 def top_frames(region: Region) -> list[str]:
-    """The first few frames of a region as one-line strings."""
+    """The first few frames worth reading, as one-line strings.
+
+    Error-reporting machinery (``throwRuntimeError``, ``c10::Error``) is left out when
+    other frames exist; the first kernel frame is marked as the likely culprit.
+    """
+    frames = [f for f in region.frames if f.role != "machinery"] or list(region.frames)
+    culprit = next((f for f in frames if f.role == "kernel"), None)
     out = []
-    for frame in region.frames[:MAX_FRAMES]:
+    for frame in frames[:MAX_FRAMES]:
         name = frame.function or frame.symbol or frame.module or "??"
         where = f" ({frame.file}:{frame.line})" if frame.file and frame.line else ""
         cut = " [cut]" if frame.truncated else ""
-        out.append(f"{name}{where}{cut}")
+        mark = "  <- likely culprit" if frame is culprit else ""
+        out.append(f"{name}{where}{cut}{mark}")
     return out
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from diagnose.model import Evidence, FactValue, Frame, LogLine
+from diagnose.roles import culprit_first
 from diagnose.rules.schema import (
     ContextSignal,
     FrameSignal,
@@ -166,8 +167,12 @@ def _frame_matches(signal: FrameSignal, frame: Frame) -> bool:
 
 
 def _frame(signal: FrameSignal, scope: Scope, facts: Mapping[str, FactValue]) -> Outcome:
-    """The first frame that satisfies the glob and kernel predicates."""
-    for frame in scope.frames:
+    """The first frame that satisfies the glob and kernel predicates, culprits first.
+
+    Frames carry roles (diagnose.roles): kernel frames are tried before app code, and
+    error-reporting machinery last, so facts never come from ``throwRuntimeError``.
+    """
+    for frame in culprit_first(scope.frames):
         if _frame_matches(signal, frame):
             text = frame.symbol or frame.function or ""
             ev = Evidence(frame.log_line, text[:EVIDENCE_CHARS], signal.field)
