@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
 __all__ = ["REGION_KINDS", "find_regions"]
 
-#: Every value :attr:`Region.kind` can take.
+#: Every value :attr:`Region.kind` can take (``cuda-error`` also covers ROCm/HIP runtime errors).
 REGION_KINDS = (
     "python-traceback",
     "cpp-backtrace",
@@ -116,9 +116,11 @@ _GDBNOISE_RE = lazy(
     r"|\[Thread 0x[0-9a-f]+ \(LWP \d+\) exited\]|Thread \d+ \(Thread |Backtrace stopped:"
 )
 _CHAIN_RE = lazy(r"The above exception was the direct cause|During handling of the above exception")
+# PyTorch on ROCm prints the same hints with HIP, AMD_SERIALIZE_KERNEL and TORCH_USE_HIP_DSA.
 _HINT_RE = lazy(
-    r"CUDA kernel errors might be asynchronously|For debugging consider passing CUDA_LAUNCH"
-    r"|Compile with `TORCH_USE_CUDA_DSA`|Device-side assertions were explicitly omitted"
+    r"(?:CUDA|HIP) kernel errors might be asynchronously"
+    r"|For debugging consider passing (?:CUDA_LAUNCH|AMD_SERIALIZE|HIP_LAUNCH)"
+    r"|Compile with `TORCH_USE_(?:CUDA|HIP)_DSA`|Device-side assertions were explicitly omitted"
     r"|Search for `cuda\w+' in https|current device: \d+, in function|err$"
     r"|\(run with NCCL_DEBUG=INFO for details\)$|Last error:$|note: run with `RUST_BACKTRACE"
 )
@@ -139,6 +141,24 @@ _EXC_RE = lazy(
 _EXC_SHAPE_RE = lazy(r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?::\s|:$|$)")
 # Python 3.11+ column markers under a source line.
 _MARKER_RE = lazy(r"\s*[~^]+\s*$")
+# An unindented line that carries on the error message before it: figures ("139264 bytes"),
+# a "Label: number" fact ("Required: 139264  Hardware limit: 101376", Triton's OutOfResources
+# text), or the advice sentence that ends such a message ("Reducing block sizes or
+# `num_stages` may help.").  Outside a traceback these used to end the region.
+_CONTINUATION_RE = lazy(
+    # the number must end at a space: "node:123:456 [0] NCCL WARN ..." is a new record
+    r"[-+]?\d[\d.,]*(?:\s|$)|[A-Za-z][\w ]{0,30}:\s+[-+]?\d[\d.,]*(?:[\sxX%]|$)"
+    r"|(?:Reducing|Reduce|Lowering|Increasing|Decreasing|Try|Please|Consider)\s"
+)
+# TensorRT-LLM's tactic dump after a GEMM failure: "Config was Cutlass GEMM Tactic" (the
+# CutlassGemmConfig::toString header) then one "\tfield: value" line per field.  The dump is
+# the failing kernel's own description, so it joins the error's region even when a paste lost
+# the tab indentation of its fields.
+_TACTIC_RE = lazy(
+    r"Config was\b|\w+ GEMM Tactic\s*$|style=|sm: ?\d|(?:dynamic |fallback )?cluster shape ID:"
+    r"|tile shape ID:|mainloop sched:|epi sched:|swap_ab:|enable cuda kernel:"
+    r"|epilogue fusion type:|stages:|split_k_\w+:|tile_config\w*:"
+)
 
 # --- error vocabulary ------------------------------------------------------------------------
 
@@ -199,6 +219,7 @@ _ERR_LITERALS = (
     "Unsupported",
     "No space left",
     "EP_HOST_ASSERT",
+    "current devices",
 )
 
 # (kind, weight, pattern): the first pattern of the highest weight decides a line's kind.
@@ -244,6 +265,11 @@ _VOCAB: tuple[tuple[str, int, LazyPattern], ...] = (
             r"|driver (?:on your system )?is too old|driver version is insufficient"
             r"|forward compatibility was attempted|unsupported toolchain|illegal instruction"
             r"|an illegal \w+ was encountered|invalid resource handle"
+            # ROCm/HIP names for the same failures: hipError* codes, hipBLAS/HSA statuses, the
+            # GPU page fault, and a build without the device's gfx code object
+            r"|hipError(?!Success)[A-Z]\w+|HIPBLAS_STATUS_(?!SUCCESS)\w+|HSA_STATUS_ERROR\w*"
+            r"|Memory access fault by GPU|code object for all current devices"
+            r"|Cou?ldn.t find binary for current devices"
         ),
     ),
     (
@@ -252,6 +278,7 @@ _VOCAB: tuple[tuple[str, int, LazyPattern], ...] = (
         lazy(
             r"CUDA (?:error|Error|ERROR|failure|runtime error)|Cuda failure|cuda failed"
             r"|CUDA Runtime Error|CUresult|cuMem\w+ failed|cublas\w* failed"
+            r"|HIP (?:error|Error|ERROR|failure|runtime error)|hip[A-Z]\w* failed"
         ),
     ),
     (
@@ -297,6 +324,39 @@ _VOCAB: tuple[tuple[str, int, LazyPattern], ...] = (
     ),
     ("error-line", 1, lazy(r"\b(?:failed|FAILED|Aborted|abort)\b|imed? ?out\b")),
 )
+
+# --- prose --------------------------------------------------------------------------------------
+
+# A chat paste mixes the log with the poster's own sentences ("I get a CUDA out of memory error
+# when I run it", "Has anyone seen `illegal memory access` before?").  Such a sentence names an
+# error without being one, so it must not open a region.  A line counts as prose only when it
+# has a sentence signal (first person singular, a question opener, a final "?") AND none of
+# the marks of a logged error: an exception class, an error code, a "Label:" head, a qualified
+# "module.Name:".  Ambiguous lines stay error lines: a missed region costs more than a spare one.
+_PROSE_FIRST_PERSON_RE = lazy(r"\b(?:I(?![/\w])|I'(?:m|ve|d|ll)|[Mm]y|me)\b")
+_PROSE_OPENER_RE = lazy(
+    r"(?:[Hh]ow (?:to|do|can|should)|[Ww]hy (?:do|does|is|are|am)|[Aa]ny ?one|[Dd]oes any ?one"
+    r"|[Hh]as any ?one|[Aa]ny (?:idea|ideas|help|hint)|[Ii]s there|[Cc]an (?:some|any) ?one"
+    r"|[Cc]ould (?:some|any) ?one)\b"
+)
+_PROSE_QUESTION_RE = lazy(r"\?[\"'`)\]]*\s*$")
+_LOGGED_ERROR_RE = lazy(
+    r"[A-Za-z_]\w*(?:Error|Exception|Failure|Fault|OutOfResources|OutOfMemory)(?:\b|[A-Z])"
+    r"|\b[A-Z][A-Z0-9]*_[A-Z0-9_]{2,}|^[\w.-]+(?: [\w.-]+){0,2}:(?:\s|$)"
+    r"|\b[A-Za-z_]\w*(?:\.\w+)+:\s"
+)
+
+
+def _is_prose(s: str) -> bool:
+    """Does the stripped line ``s`` read as a person's sentence rather than a logged error?"""
+    if _RECORD_RE.match(s) or s[0] in "[(<{#=|" or _LOGGED_ERROR_RE.search(s):
+        return False
+    return (
+        _PROSE_FIRST_PERSON_RE.search(s) is not None
+        or _PROSE_OPENER_RE.match(s) is not None
+        or _PROSE_QUESTION_RE.search(s) is not None
+    )
+
 
 _STRUCTURED_KINDS = frozenset(
     {"trtllm-error", "nvshmem-error", "triton-error", "nccl-error", "cuda-error", "sanitizer"}
@@ -478,7 +538,7 @@ def _classify(text: str, has_literal: bool = True) -> int:
         return _HINT
     if first in "[0U(T123456789B" and _GDBNOISE_RE.match(s):
         return _GDBNOISE
-    if has_literal and _vocab(s) is not None:
+    if has_literal and _vocab(s) is not None and not _is_prose(s):
         return _ERR
     return _CODE if indented else _OTHER
 
@@ -810,6 +870,7 @@ class _Stream:
         members = [i]
         seen = {_mask(_strip_prefixes(self._text(i)))} if cls[i] == _ERR else set()
         has_term = cls[i] == _TERM
+        budget = _MAX_MESSAGE_LINES
         j = i + 1
         while j < n:
             c = cls[j]
@@ -826,12 +887,25 @@ class _Stream:
                 j += 1
             elif c in (_CODE, _HINT) or (c == _OTHER and self._bridges(j)):
                 j += 1
+            elif c == _OTHER and budget > 0 and self._continues(j):
+                budget -= 1
+                j += 1
             else:
                 break
         j = self._tail(j, free=False)
         end = self._trim(i, j)
         kind, message, text = self._error_message(i, end, members)
         return _Found(kind, i, end, message, text, self._cut_at_end(end))
+
+    def _continues(self, j: int) -> bool:
+        """An unindented line that carries on the error message above it (see ``_CONTINUATION_RE``).
+
+        A new log record or a new exception line is never a continuation.
+        """
+        s = self._text(j).lstrip()
+        if _RECORD_RE.match(s) or _EXC_RE.match(s):
+            return False
+        return _CONTINUATION_RE.match(s) is not None or _TACTIC_RE.match(s) is not None
 
     def _bridges(self, j: int) -> bool:
         """A plain line between two error lines of one report (``current device: 0 ...``)."""

@@ -399,3 +399,162 @@ def test_a_million_frames() -> None:
     assert r.lines == (1, n + 2)
     assert len(r.body) == n + 2
     assert 0 < len(r.frames) <= 256  # parsed frames are capped, the body keeps every line
+
+
+# --- ROCm/HIP vocabulary ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "hipErrorNoBinaryForGpu: Unable to find code object for all current devices!",
+        "Unable to find code object for all current devices!",
+        "HIP error: hipErrorIllegalAddress at /src/frob_hip.cpp:91",
+        "hipMemcpyAsync failed with code 700",
+        "HIPBLAS_STATUS_NOT_SUPPORTED in hipblasLtMatmul",
+        "HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION: The agent attempted to access memory",
+        "Memory access fault by GPU node-5 (Agent handle: 0x55aa1c) on address 0x7e0000001000."
+        " Reason: Page not present or supervisor privilege.",
+    ],
+)
+def test_hip_error_lines_open_a_gpu_runtime_region(line: str) -> None:
+    r = _one(f"INFO warming up\n{line}\nINFO still here")
+    assert r.kind == "cuda-error"
+    assert r.lines == (2, 2)
+
+
+def test_hip_error_takes_the_rocm_hints() -> None:
+    text = """\
+RuntimeError: HIP error: invalid device function
+HIP kernel errors might be asynchronously reported at some other API call, so the trace lies.
+For debugging consider passing AMD_SERIALIZE_KERNEL=3
+
+INFO shutting down"""
+    r = _one(text)
+    assert r.kind == "cuda-error"
+    assert r.message == "RuntimeError: HIP error: invalid device function"
+    assert r.lines == (1, 3)
+
+
+def test_hip_success_status_is_not_an_error() -> None:
+    assert find_regions(_lines("frob sync returned hipErrorSuccess after 3 tries")) == []
+
+
+# --- message continuations outside a traceback ------------------------------------------------
+
+INDUCTOR_SMEM = (
+    "torch._inductor.exc.InductorError: RuntimeError: No valid triton configs. "
+    "OutOfMemoryError: out of resource: triton_tem_fused_bmm_3 Required: 172032 "
+    "Hardware limit: 166912 Reducing block sizes or `num_stages` may help."
+)
+
+
+def test_error_line_takes_its_figures_and_advice() -> None:
+    text = f"""\
+INFO compiling graph 4
+{INDUCTOR_SMEM}
+Required: 172032  Hardware limit: 166912
+Reducing block sizes or `num_stages` may help.
+98304 bytes were already reserved by the frob pool
+INFO compile worker exited"""
+    r = _one(text)
+    assert r.kind == "error-line"
+    assert r.lines == (2, 5)
+    assert r.message_line == 2
+
+
+@pytest.mark.parametrize(
+    "follower",
+    [
+        "INFO compile worker exited",
+        "[2025-03-04 11:00:00] scheduler restarted",
+        "frobhost:4411:4420 [0] NCCL INFO channel 00 ready",
+        "The server will now keep serving other requests",
+    ],
+)
+def test_error_line_does_not_take_a_new_record_or_prose(follower: str) -> None:
+    regions = find_regions(_lines(f"{INDUCTOR_SMEM}\n{follower}"))
+    assert regions[0].lines == (1, 1)
+
+
+# --- TensorRT-LLM tactic dumps ----------------------------------------------------------------
+
+TACTIC_DUMP = """\
+Config was Cutlass GEMM Tactic
+\tstyle=TMA Warp Specialized
+\tsm: 100
+\ttile shape ID: 128x128x256
+\tcluster shape ID: 2x1x1
+\tmainloop sched: 2
+\tepi sched: 1
+\tswap_ab: false"""
+
+
+def test_tactic_dump_belongs_to_the_trtllm_error() -> None:
+    text = (
+        "[TensorRT-LLM][ERROR] Assertion failed: Failed to initialize frob grouped gemm. "
+        "Error: Error Internal (/src/frob_moe.cu:2048)\n"
+        f"{TACTIC_DUMP}\n"
+        "[TensorRT-LLM][INFO] trying the next tactic"
+    )
+    r = _one(text)
+    assert r.kind == "trtllm-error"
+    assert r.lines == (1, 9)
+    assert r.message_line == 1
+
+
+def test_tactic_dump_without_indentation_belongs_to_the_error_line() -> None:
+    dump = "\n".join(row.lstrip() for row in TACTIC_DUMP.split("\n"))
+    text = (
+        "Unsupported tile (64, 128, 64) and cluster (2, 2, 1) shape combination for arch 90.\n"
+        f"{dump}\n\n"
+        "INFO engine stopped"
+    )
+    r = _one(text)
+    assert r.kind == "error-line"
+    assert r.lines == (1, 9)
+
+
+# --- prose in a chat paste --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "I get a CUDA out of memory error when I run the frob server",
+        "Has anyone seen `illegal memory access` before?",
+        "my job keeps failing after 10 minutes with a timeout",
+        "Any idea why the NCCL init failed on node 3?",
+        "How to fix Segmentation fault (core dumped) in the frob kernel",
+        "Is this the same illegal instruction crash as last week?",
+    ],
+)
+def test_a_persons_sentence_opens_no_region(line: str) -> None:
+    assert find_regions(_lines(f"{line}\nthanks in advance")) == []
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "RuntimeError: I/O error while reading shard 3 of 8",
+        "CUDA error: out of memory. Is the GPU used by another process?",
+        "ERROR why did the frob worker fail? exit code 9",
+        "When I run it I get torch.OutOfMemoryError: tried to allocate 2.00 GiB",
+        "I see CUDA_ERROR_ILLEGAL_ADDRESS in the frob kernel",
+        "Failed to load my_adapter.safetensors: file is truncated",
+    ],
+)
+def test_real_error_lines_with_sentence_words_still_open(line: str) -> None:
+    r = _one(f"INFO warming up\n{line}\nINFO still here")
+    assert r.lines == (2, 2)
+
+
+def test_prose_before_the_log_leaves_only_the_real_region() -> None:
+    text = """\
+I get a CUDA illegal memory access error when I run it, any ideas?
+
+RuntimeError: CUDA error: an illegal memory access was encountered
+CUDA kernel errors might be asynchronously reported at some other API call"""
+    r = _one(text)
+    assert r.kind == "cuda-error"
+    assert r.lines == (3, 4)
