@@ -6,6 +6,9 @@
 shared-memory size; ``run`` repeats the GEMM or the allocations on the local
 GPU.  Each level builds on the one below and the result says how far it got
 and why not further; it never raises for a missing GPU, compiler or header.
+Where FlashInfer's sources are installed (or named by ``$CRASHKB_FLASHINFER_SRC``)
+the candidate tiles are read from them and :func:`source_context` shows the
+lines around a throw site the log names.
 """
 
 from __future__ import annotations
@@ -14,12 +17,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from diagnose.verify.result import LEVELS, TileFit, Verification
+from diagnose.verify.source_reader import SourceContext, framework_tiles, source_context
 
 if TYPE_CHECKING:
     from diagnose.kb import KnowledgeBase
     from diagnose.report import Diagnosis
 
-__all__ = ["LEVELS", "TileFit", "Verification", "verify"]
+__all__ = [
+    "LEVELS",
+    "SourceContext",
+    "TileFit",
+    "Verification",
+    "framework_tiles",
+    "source_context",
+    "verify",
+]
 
 
 def verify(

@@ -27,6 +27,7 @@ from diagnose.verify.spec import GemmSpec
 
 if TYPE_CHECKING:
     from diagnose.kb import KnowledgeBase
+    from diagnose.verify.source_reader import FrameworkTiles
 
 NEAR_ABOVE = 1024  # formula error bars (gpu-facts §5.3 tier 1)
 NEAR_BELOW = 2048
@@ -108,10 +109,12 @@ def tile_name(spec: GemmSpec, tile: tuple[int, int, int]) -> str:
     return "x".join(map(str, tile))
 
 
-def fit_table(spec: GemmSpec, limit: int) -> tuple[TileFit, ...]:
-    """Every candidate tile with its worst-case bytes over the open variants."""
+def fit_table(
+    spec: GemmSpec, limit: int, tiles: tuple[tuple[int, int, int], ...] | None = None
+) -> tuple[TileFit, ...]:
+    """Every candidate tile (``tiles``, else the kb table) with its worst-case bytes."""
     out = []
-    for tile in candidates(spec):
+    for tile in tiles if tiles is not None else candidates(spec):
         ests = [e for ver, c in _variants(spec) if (e := estimate(spec, tile, ver, c))]
         if not ests:
             continue
@@ -141,11 +144,15 @@ def verify_model(spec: GemmSpec, kb: KnowledgeBase, requested: str) -> Verificat
         tile=spec.tile,
         dtypes=spec.dtypes,
     )
+    if spec.throw_site is not None:
+        base = _with_throw_site(base, spec.throw_site)
+        notes.extend(base.notes)
     if facts is None:
         why = "no target arch in the log" if not spec.arch else f"{spec.arch} is not in the kb"
-        return replace(base, notes=(f"Cannot model: {why}.",))
+        return replace(base, notes=(*base.notes, f"Cannot model: {why}."))
     limit = facts.smem_per_block_optin
     meas: list[tuple[str, int | float | str]] = [("smem_limit_kb", limit)]
+    installed = installed_tiles(spec)
     if spec.log_limit is not None:
         meas.append(("smem_limit_log", spec.log_limit))
         if spec.log_limit != limit:
@@ -155,7 +162,14 @@ def verify_model(spec: GemmSpec, kb: KnowledgeBase, requested: str) -> Verificat
             )
     if spec.log_required is not None:
         meas.append(("smem_required_log", spec.log_required))
-    tiles = fit_table(spec, limit)
+    tiles = fit_table(spec, limit, installed.usable if installed and installed.tiles else None)
+    if installed is not None:
+        notes.extend(installed.notes)
+        if installed.tiles:
+            notes.append(_installed_note(spec, installed, tiles))
+    from_source = installed is not None and bool(installed.tiles)
+    origin = installed.origin if installed is not None and from_source else "kb table"
+    base = replace(base, tile_source=origin if tiles else "")
     best = largest_fit(tiles)
     rec = _recommend(spec, best, limit)
 
@@ -237,6 +251,49 @@ def verify_model(spec: GemmSpec, kb: KnowledgeBase, requested: str) -> Verificat
         tiles=tiles,
         recommendation=rec,
         better_cause=better,
+    )
+
+
+def installed_tiles(spec: GemmSpec) -> FrameworkTiles | None:
+    """The installed FlashInfer's own SM120 tiles for ``spec`` (``None``: not its kernel).
+
+    TRT-LLM logs are left to the kb table: FlashInfer's copy of the heuristic is not
+    the one that ran there.
+    """
+    if spec.family not in {"cutlass-grouped-blockscaled", "cutlass-dense-blockscaled"}:
+        return None
+    if (_cc(spec.arch) or 0) < 120 or spec.framework == "tensorrt_llm":
+        return None
+    from diagnose.verify.source_reader import framework_tiles
+
+    log_version = spec.framework_version if spec.framework == "flashinfer" else ""
+    return framework_tiles(family=spec.family, bits_a=bits(spec.dtype_a), log_version=log_version)
+
+
+def _installed_note(spec: GemmSpec, fw: FrameworkTiles, tiles: tuple[TileFit, ...]) -> str:
+    """``FlashInfer 0.7.4 can pick on sm_120: X (fits), Y (over); never: Z (why)``."""
+    picks = ", ".join(f"{t.name} ({'fits' if t.fits else 'over'})" for t in tiles)
+    never = "; ".join(f"{t.name} ({t.dropped})" for t in fw.tiles if t.dropped)
+    path = "grouped (MoE)" if spec.family == "cutlass-grouped-blockscaled" else "dense"
+    return (
+        f"{fw.origin} can pick for {path} GEMMs on {spec.arch}: "
+        f"{picks or 'none'}" + (f"; never: {never}" if never else "") + "."
+    )
+
+
+def _with_throw_site(base: Verification, site: tuple[str, int]) -> Verification:
+    """Attach the installed source around the log's throw site, when that file is present."""
+    from diagnose.verify.source_reader import source_context
+
+    ctx = source_context(site[0], site[1])
+    if ctx is None:
+        return base
+    return replace(
+        base,
+        source_file=ctx.path,
+        source_line=ctx.line,
+        source_lines=ctx.lines,
+        notes=(*base.notes, f"{site[0]}:{site[1]} read from {ctx.origin} ({ctx.path})."),
     )
 
 

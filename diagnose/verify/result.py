@@ -47,7 +47,10 @@ class Verification:
     ``measurements`` and ``toolchain`` are ``(name, value)`` pairs in the order
     they were taken.  ``better_cause`` names another cause when the check
     refuted the diagnosis and pointed elsewhere (an arch-image mismatch behind
-    "Error Internal").  ``tiles`` lists the candidate tiles for the crash's arch.
+    "Error Internal").  ``tiles`` lists the candidate tiles for the crash's arch and
+    ``tile_source`` where they came from (the installed FlashInfer's sources, or
+    ``kb table``).  ``source_lines`` are ``(line, text)`` pairs of the installed
+    source around the log's throw site (``source_file:source_line``).
     """
 
     status: str
@@ -68,6 +71,10 @@ class Verification:
     tiles: tuple[TileFit, ...] = ()
     recommendation: str = ""
     better_cause: str | None = None
+    tile_source: str = ""
+    source_file: str = ""
+    source_line: int | None = None
+    source_lines: tuple[tuple[int, str], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """Return the JSON object stored under the diagnosis' ``verification`` key."""
@@ -90,4 +97,12 @@ class Verification:
             "tiles": [t.to_dict() for t in self.tiles],
             "recommendation": self.recommendation,
             "better_cause": self.better_cause,
+            "tile_source": self.tile_source,
+            "source_context": {
+                "file": self.source_file,
+                "line": self.source_line,
+                "lines": [[n, text] for n, text in self.source_lines],
+            }
+            if self.source_lines
+            else None,
         }
