@@ -87,7 +87,7 @@ def _load(rule_dirs: tuple[Path, ...]) -> tuple[KnowledgeBase, RuleSet]:
 def _diagnose(parsed: Parsed, rule_dirs: Sequence[Path]) -> Diagnosis:
     """Match rules on a parsed log and turn the findings into a verdict."""
     from diagnose.rules import Document, run_rules
-    from diagnose.verdict import decide
+    from diagnose.verdict import decide, last_line, unexplained_crash
 
     kb, rules = _load(tuple(Path(d) for d in rule_dirs))
     doc = Document(parsed.lines, parsed.regions, parsed.context)
@@ -95,6 +95,15 @@ def _diagnose(parsed: Parsed, rule_dirs: Sequence[Path]) -> Diagnosis:
     ready = [fact.line for fact in parsed.context.ready]
     verdict = decide(outcome.findings, ready, kb)
     primary = verdict.primary
+    notes = list(outcome.notes)
+    if primary is not None and not verdict.fatal:
+        later = unexplained_crash(parsed.regions, verdict.findings, last_line(primary), ready)
+        if later is not None:
+            notes.append(
+                f"{primary.rule_id} (not fatal) explains lines up to {last_line(primary)}, but "
+                f"a later crash at line {later.lines[0]} is not explained by any rule."
+            )
+            primary = None
     cause = kb.cause(primary.cause) if primary else None
     truncated = any(r.truncated for r in parsed.regions)
     return Diagnosis(
@@ -118,7 +127,7 @@ def _diagnose(parsed: Parsed, rule_dirs: Sequence[Path]) -> Diagnosis:
         next_steps=_next_steps(cause, primary, truncated),
         server_ready=verdict.server_ready,
         context=parsed.context.to_dict(),
-        notes=tuple(outcome.notes),
+        notes=tuple(notes),
         kb_version=kb.version,
         streamed=parsed.streamed,
     )

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from diagnose.kb import KnowledgeBase
-    from diagnose.model import Finding
+    from diagnose.model import Finding, Region
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,3 +105,32 @@ def _consequences(pool: Sequence[Finding], kb: KnowledgeBase) -> set[str]:
             c for c in cascades if c != root and c in first_seen and first_seen[c] >= root_at
         )
     return out
+
+
+#: Region kinds that end a process when nothing catches them (an ``error-line`` may be a
+#: logged, handled error, so it does not count on its own).
+CRASH_KINDS = frozenset({
+    "python-traceback", "cpp-terminate", "cpp-backtrace", "trtllm-error", "faulthandler",
+    "sanitizer", "gdb-backtrace", "cuda-error", "nccl-error", "nvshmem-error",
+})  # fmt: skip
+
+
+def unexplained_crash(
+    regions: Sequence[Region], findings: Sequence[Finding], after: int, ready_lines: Sequence[int]
+) -> Region | None:
+    """A crash region after line ``after`` that no finding explains and no readiness follows.
+
+    A survived verdict (skipped tactics) must not hide a worker that died later for a
+    reason no rule knows: then the honest answer is "unknown, fatal".
+    """
+    explained = {f.region_index for f in findings if f.region_index is not None}
+    ready_at = max(ready_lines, default=0)
+    for index, region in enumerate(regions):
+        if (
+            region.kind in CRASH_KINDS
+            and region.lines[0] > after
+            and index not in explained
+            and ready_at < region.lines[0]
+        ):
+            return region
+    return None

@@ -61,3 +61,25 @@ def test_a_crash_after_ready_is_fatal() -> None:
 def test_nothing_matched_is_no_verdict() -> None:
     v = decide([], [], load_kb())
     assert v.primary is None and v.fatal is None
+
+
+def test_skipped_tactics_do_not_hide_a_later_unexplained_crash() -> None:
+    from diagnose.api import diagnose_text
+
+    log = (
+        "[Autotuner]: Skipping tactic 12 (profiling failed): CUDA error: an illegal "
+        "instruction was encountered\n"
+        "[Autotuner]: Skipping tactic 13 (profiling failed): CUDA error: an illegal "
+        "instruction was encountered\n"
+        "WorkerProc hit an exception.\n"
+        "Traceback (most recent call last):\n"
+        '  File "/srv/engine/worker.py", line 40, in busy_loop\n'
+        "    output = self.execute(batch)\n"
+        "zmq.error.ZMQError: the frobnicator socket went away\n"
+    )
+    d = diagnose_text(log)
+    assert d.fatal is True
+    if d.cause == "unknown":
+        assert any("not explained by any rule" in n for n in d.notes)
+    else:  # a rule that reads the later crash is just as good
+        assert d.primary is not None and d.primary.fatal
