@@ -117,4 +117,8 @@ def verification_lines(v: Verification) -> list[str]:
         out.append(f"better explanation: {v.better_cause}")
     if v.recommendation:
         out.append(f"recommendation: {v.recommendation}")
+    if v.source_lines:
+        out.append(f"installed source around {v.source_file}:{v.source_line}:")
+        mark = v.source_line
+        out.extend(f"{'>' if n == mark else ' '} {n:5d} | {text}" for n, text in v.source_lines)
     return out
