@@ -145,7 +145,7 @@ def create_app(config: ServeConfig | None = None) -> Starlette:
             from diagnose.render.markdown import MAX_CHARS, render_markdown
 
             limit = CHAT_LIMITS.get(chat or "", MAX_CHARS)
-            body = render_markdown(result, max_chars=limit)
+            body = render_markdown(result, max_chars=limit, flavor=chat or "github")
             return Response(body, media_type="text/markdown; charset=utf-8", headers=headers)
         from diagnose.render.json import render_json
 

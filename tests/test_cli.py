@@ -180,3 +180,15 @@ def test_bad_user_rule_dir_names_file_line_field(tmp_path: Path) -> None:
 def test_usage_error_exit_2() -> None:
     proc = run_cli("--format", "yaml", str(EXAMPLE))
     assert proc.returncode == 2
+
+
+def test_markdown_slack_flavor_uses_mrkdwn_bold() -> None:
+    from diagnose.api import diagnose_file
+    from diagnose.render.markdown import render_markdown
+
+    d = diagnose_file(EXAMPLE)
+    github = render_markdown(d)
+    slack = render_markdown(d, flavor="slack")
+    assert github.startswith("**") and slack.startswith("*") and not slack.startswith("**")
+    assert slack.count("```") == github.count("```")
+    assert len(render_markdown(d, max_chars=2000)) <= 2000

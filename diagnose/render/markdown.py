@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from diagnose.render.common import (
@@ -22,8 +23,29 @@ if TYPE_CHECKING:
 MAX_CHARS = 3500
 
 
-def render_markdown(d: Diagnosis, max_chars: int = MAX_CHARS) -> str:
-    """Return a chat-ready Markdown report of at most ``max_chars`` characters."""
+def render_markdown(d: Diagnosis, max_chars: int = MAX_CHARS, flavor: str = "github") -> str:
+    """Return a chat-ready Markdown report of at most ``max_chars`` characters.
+
+    ``flavor="slack"`` writes Slack's mrkdwn (``*bold*``, ``_italic_``): Slack shows
+    standard ``**bold**`` literally.  GitHub and Discord share the standard spelling.
+    """
+    text = _render(d, max_chars)
+    return _to_slack(text) if flavor == "slack" else text
+
+
+_BOLD = re.compile(r"\*\*(.+?)\*\*")
+
+
+def _to_slack(text: str) -> str:
+    """Rewrite ``**bold**`` as Slack's ``*bold*`` outside code fences (length only shrinks)."""
+    parts = text.split("```")
+    for i in range(0, len(parts), 2):  # even pieces are outside fences
+        parts[i] = _BOLD.sub(r"*\1*", parts[i])
+    return "```".join(parts)
+
+
+def _render(d: Diagnosis, max_chars: int) -> str:
+    """The standard-Markdown report, size-capped."""
     parts: list[str] = [f"**{headline(d)}**"]
     if d.summary:
         parts.append(d.summary)
