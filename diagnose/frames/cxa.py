@@ -35,19 +35,8 @@ def _load() -> bool:
     global _call, _free, _string_at, _unavailable
     try:
         import ctypes
-        import ctypes.util
 
-        lib = None
-        for name in (*CXX_LIBS, ctypes.util.find_library("stdc++")):
-            if name is None:
-                continue
-            try:
-                lib = ctypes.CDLL(name)
-                break
-            except OSError:
-                continue
-        if lib is None:
-            raise OSError("no C++ runtime library")
+        lib = _open_runtime()
         call = lib.__cxa_demangle
         call.restype = ctypes.c_void_p
         call.argtypes = (ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
@@ -59,6 +48,24 @@ def _load() -> bool:
         return False
     _call, _free, _string_at = call, free, ctypes.string_at
     return True
+
+
+def _open_runtime() -> Any:
+    """The C++ runtime: its usual sonames first, ``find_library`` (runs ldconfig) last."""
+    import ctypes
+
+    # Building the candidate tuple used to call find_library (~25 ms) before any soname.
+    for name in CXX_LIBS:
+        try:
+            return ctypes.CDLL(name)
+        except OSError:
+            continue
+    import ctypes.util
+
+    found = ctypes.util.find_library("stdc++")
+    if found is None:
+        raise OSError("no C++ runtime library")
+    return ctypes.CDLL(found)
 
 
 def cxa_demangle(core: str) -> str | None:
