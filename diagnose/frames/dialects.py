@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from diagnose.frames import demangle as _demangle
 from diagnose.frames.names import parse_name
 from diagnose.frames.vocab import kernel_facts
 from diagnose.lazyre import lazy
@@ -180,6 +179,10 @@ def _name_fields(symbol: str | None) -> _Name:
     mangled: str | None = None
     parsed: ParsedName | None = None
     if text.startswith(("_Z", "__Z")):
+        # Imported here: the demangle tiers (worker, ctypes, mangled readers) cost ~6 ms to
+        # import and most logs print no raw _Z symbol.
+        from diagnose.frames import demangle as _demangle
+
         mangled = text
         readable = _demangle.demangle(text) if not cut else text
         # A name the demanglers cannot read (cut by the logger, or refused) still has a
