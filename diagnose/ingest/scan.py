@@ -87,6 +87,8 @@ TRIGGERS: tuple[bytes, ...] = (
     b"==ERROR",
     b"========= ",
     b"Skipping tactic",
+    b"any valid",  # TRT-LLM "Have not found any valid GEMM config" (a skipped-tactics warning)
+    b"No valid",  # Inductor/Triton "No valid triton configs"
     b"Cannot profile",
     b"too old",
     b"nsupported",  # unsupported, Unsupported
