@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from diagnose.datafiles import data_dir
@@ -26,12 +27,23 @@ ROLES = ("machinery", "kernel", "runtime", "app")
 CULPRIT_ORDER = {"kernel": 0, "app": 1, "runtime": 2, "machinery": 3, "": 2}
 
 
+_Table = tuple[tuple[str, tuple["Glob", ...], tuple["Glob", ...]], ...]
+
+
 @lru_cache(maxsize=1)
-def _table() -> tuple[tuple[str, tuple[Glob, ...], tuple[Glob, ...]], ...]:
-    """``(role, function globs, module globs)`` in file order, globs compiled once."""
+def _table() -> _Table:
+    """``(role, function globs, module globs)`` in file order, globs compiled once (snapshotted)."""
+    from diagnose.rules.snapshot import memo
+
+    path = data_dir("kb") / "frame-roles.toml"
+    return memo("roles", (path, Path(__file__)), lambda: _read_table(path))
+
+
+def _read_table(path: Path) -> _Table:
+    """Parse and validate the roles file."""
     from diagnose.rules.glob import Glob
 
-    src = load_toml(data_dir("kb") / "frame-roles.toml")
+    src = load_toml(path)
     entries = src.data.get("roles")
     if not isinstance(entries, list):
         raise src.error("roles", "expected [[roles]] tables")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
+from pathlib import Path
 from typing import TypeVar
 
 from diagnose.datafiles import data_dir
@@ -21,8 +22,16 @@ T = TypeVar("T")
 
 @lru_cache(maxsize=1)
 def markers() -> tuple[tuple[str, tuple[str, ...]], ...]:
-    """``(stack id, lower-cased markers)`` pairs from ``kb/stacks.toml``."""
-    src = load_toml(data_dir("kb") / "stacks.toml")
+    """``(stack id, lower-cased markers)`` pairs from ``kb/stacks.toml`` (snapshotted)."""
+    from diagnose.rules.snapshot import memo
+
+    path = data_dir("kb") / "stacks.toml"
+    return memo("stacks", (path, Path(__file__)), lambda: _read_markers(path))
+
+
+def _read_markers(path: Path) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Parse and validate the markers file."""
+    src = load_toml(path)
     table = src.data.get("stacks")
     if not isinstance(table, dict):
         raise src.error("stacks", "expected a [stacks.<id>] table per software layer")

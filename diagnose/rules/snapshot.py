@@ -23,13 +23,13 @@ import marshal
 import os
 import sys
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from diagnose.lazyre import LazyRE2
 
-__all__ = ["code_stamp", "decode", "encode", "load", "save", "tree_stamp"]
+__all__ = ["code_stamp", "decode", "encode", "load", "memo", "save", "tree_stamp"]
 
 #: Bump when the encoding changes (the file name carries it).
 FORMAT = 1
@@ -56,6 +56,7 @@ _CODE = (
 )
 
 Key = tuple[Any, ...]
+T = TypeVar("T")
 
 _PREFIX = "snapshot-v"
 
@@ -245,3 +246,20 @@ def save(key: Key, value: Any) -> None:
 def stamps(roots: Iterable[Path]) -> Key:
     """:func:`tree_stamp` of each root, in order."""
     return tuple(tree_stamp(r) for r in roots)
+
+
+def memo(name: str, inputs: Sequence[Path], build: Callable[[], T]) -> T:
+    """``build()``'s value, from the snapshot when no file in ``inputs`` (nor the code) changed.
+
+    For the small tables read beside the kb (``kb/stacks.toml``, ``kb/frame-roles.toml``):
+    they used to be parsed with ``tomllib`` on every run, after the TOML parse cache had
+    already been written.  ``inputs`` should name the data file and the module that
+    validates it; a ``build()`` that raises stores nothing.
+    """
+    key = (name, code_stamp(), tuple((str(p), _stat(p)) for p in inputs))
+    cached = load(key)
+    if cached is not None:
+        return cast(T, cached)
+    value = build()
+    save(key, value)
+    return value
