@@ -195,13 +195,13 @@ def _version_notes(cause: Cause | None, context: Any) -> tuple[str, ...]:
     """Say when the log's versions predate (or include) a release known to fix the cause."""
     if cause is None or not cause.fixed_in:
         return ()
-    from diagnose.versions import is_before
-
     notes = []
     for fixed in cause.fixed_in:
         seen = context.versions.get(fixed.package)
         if seen is None:
             continue
+        from diagnose.versions import is_before  # ~2 ms: only when the log names a version
+
         before = is_before(seen.value, fixed.version)
         if before is True:
             notes.append(
