@@ -14,7 +14,7 @@ from typing import BinaryIO
 
 from diagnose.context import LogContext, extract_context
 from diagnose.ingest.normalize import normalize
-from diagnose.ingest.read import open_source, read_text
+from diagnose.ingest.read import WHOLE_INPUT_LIMIT, open_source, read_text
 from diagnose.model import LogLine, Region
 from diagnose.regions import find_regions
 from diagnose.roles import assign as assign_roles
@@ -58,8 +58,6 @@ def parse_source(source: str | os.PathLike[str] | BinaryIO) -> Parsed:
             size = os.stat(source).st_size
         except OSError:
             size = 0  # let read_text produce the one-line InputError
-        from diagnose.ingest.scan import WHOLE_INPUT_LIMIT
-
         if size > WHOLE_INPUT_LIMIT:
             return _parse_streamed(source, name)
     return parse_text(read_text(source), name)

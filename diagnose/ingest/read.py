@@ -29,11 +29,18 @@ from diagnose.errors import InputError
 __all__ = [
     "CHUNK_BYTES",
     "MAX_LINE_CHARS",
+    "WHOLE_INPUT_LIMIT",
     "dropped_marker",
     "iter_lines",
     "open_source",
     "read_text",
 ]
+
+#: Inputs smaller than this go through ``normalize`` + ``find_regions`` whole; larger ones
+#: through :func:`diagnose.ingest.scan.scan` first.  8 MiB is about 80k lines: a full parse
+#: costs ~1-2 s there on one core, and every paste from a chat or issue is far below it.
+#: Kept here, not in ``scan``, so a small input never imports the scanner (~1.5 ms).
+WHOLE_INPUT_LIMIT = 8 * 1024 * 1024
 
 #: Longest line kept, in characters.  The longest real frame we know of (a demangled
 #: CUTLASS grouped-GEMM kernel with every template argument spelled out) is about 60 KB,

@@ -29,6 +29,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple
 
+from diagnose.ingest.read import WHOLE_INPUT_LIMIT
+
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
@@ -41,10 +43,6 @@ __all__ = [
     "scan",
 ]
 
-#: Inputs smaller than this go through ``normalize`` + ``find_regions`` whole; larger ones
-#: through :func:`scan` first.  8 MiB is about 80k lines: a full parse costs ~1-2 s there
-#: on one core, and every paste from a chat or issue is far below it.
-WHOLE_INPUT_LIMIT = 8 * 1024 * 1024
 
 #: Literals that make a line a candidate.  Case variants are listed because the search is
 #: byte-exact.  Deliberately absent: ``CUDA`` and ``abort`` (healthy lines say "CUDA graph"
