@@ -305,8 +305,10 @@ def verify_compile(
     def stay(why: str) -> Verification:
         return replace(model, notes=(*notes, f"Not compiled: {why}."))
 
-    if spec.family == "triton-matmul":
-        return stay("Triton cross-compile needs triton installed and the kernel's source")
+    if spec.family in {"triton-matmul", "triton-attention"}:
+        from diagnose.verify.triton_compile import verify_triton
+
+        return verify_triton(spec, model, cache=cache, timeout=timeout)
     nvcc = find_nvcc()
     if nvcc is None:
         return stay("no nvcc on PATH or in $CUDA_HOME/bin")

@@ -43,6 +43,7 @@ FAMILIES = (
     "cutlass-dense-blockscaled",
     "cutlass-sm90-tma-ws",
     "triton-matmul",
+    "triton-attention",
 )
 
 _ARCH = re.compile(r"sm_(\d{2,3})([af]?)")
@@ -61,6 +62,10 @@ _REQUIRES = re.compile(r"requires (\d{1,9}) bytes shared memory but device suppo
 _TRITON = re.compile(r"Required: (\d{1,9}),? Hardware limit(?:ation)?: (\d{1,9})")
 _BLOCKS = re.compile(r"\b(BLOCK_SIZE_[MNK]|BLOCK_[MNK])\s{0,2}[=:]\s{0,2}(\d{1,4})\b")
 _NUM_STAGES = re.compile(r"\bnum_stages\s{0,2}[=:]\s{0,2}(\d{1,2})\b")
+_NUM_WARPS = re.compile(r"\bnum_warps\s{0,2}[=:]\s{0,2}(\d{1,2})\b")
+# Attention head dim as kernels and posters spell it (``BLOCK_DMODEL=128``, ``H=16,D=128``).
+_HEAD_DIM = re.compile(r"\b(?:head_dim|HEAD_DIM|BLOCK_DMODEL|Lk|D)\s{0,2}[=:]\s{0,2}(\d{1,4})\b")
+_ATTENTION = re.compile(r"attention|attn")
 _BUILD_ARCH = re.compile(r"[/_](1[0-2]\d|[89]\d)([af])/")  # flashinfer's cache: .../0.6.3/120a/...
 
 
@@ -110,6 +115,8 @@ class GemmSpec:
     ``k_units`` says how its K was read (``bytes`` converted to elements via the
     A dtype, or ``elements``).  ``epilogue_c`` is ``None`` when the log does not
     say whether the epilogue reads C, and the model then checks both.
+    For ``triton-attention`` the tile is (BLOCK_M, BLOCK_N, head dim); ``head_dim``
+    and ``num_warps`` are what a Triton log states, for the compile level.
     """
 
     cause: str
@@ -135,6 +142,8 @@ class GemmSpec:
     log_limit: int | None = None
     throw_site: tuple[str, int] | None = None
     error_internal: bool = False
+    num_warps: int | None = None
+    head_dim: int | None = None
 
     @property
     def dtypes(self) -> tuple[str, ...]:
@@ -245,6 +254,10 @@ def _gemm_spec(d: Diagnosis, f: Finding, kb: KnowledgeBase) -> GemmSpec:
     throw = _first(_THROW, [t for t in texts if "rror" in t or "ssert" in t])
 
     family = _family(joined, arch, dtype_a, tile is not None)
+    warps = bounded_int(wm.group(1), 1, 32) if (wm := _first(_NUM_WARPS, texts)) else None
+    head_dim = bounded_int(hm.group(1), 16, 1024) if (hm := _first(_HEAD_DIM, texts)) else None
+    if family == "triton-attention" and tile is None and head_dim is not None:
+        tile = _attention_tile(texts, head_dim)
     framework, fw_version = _framework(d, joined, family)
     return GemmSpec(
         cause=f.cause,
@@ -269,7 +282,19 @@ def _gemm_spec(d: Diagnosis, f: Finding, kb: KnowledgeBase) -> GemmSpec:
         log_limit=lim,
         throw_site=(throw.group(1), int(throw.group(2))) if throw else None,
         error_internal="Error Internal" in joined,
+        num_warps=warps,
+        head_dim=head_dim,
     )
+
+
+def _attention_tile(texts: list[str], head_dim: int) -> tuple[int, int, int] | None:
+    """(BLOCK_M, BLOCK_N, head dim) when the log names both blocks of an attention kernel."""
+    blocks = {}
+    for t in texts:
+        for bm in _BLOCKS.finditer(t):
+            blocks[bm.group(1)[-1]] = bounded_int(bm.group(2), *_TILE_DIM)
+    m, n = blocks.get("M"), blocks.get("N")
+    return (m, n, head_dim) if m and n else None
 
 
 def _arch(
@@ -332,7 +357,7 @@ def _family(text: str, arch: str | None, dtype_a: str | None, has_tile: bool) ->
     """The kernel family the text names, from a fixed vocabulary."""
     low = text.lower()
     if "outofresources" in low or "triton" in low:
-        return "triton-matmul"
+        return "triton-attention" if _ATTENTION.search(low) else "triton-matmul"
     blockscaled = dtype_a in {"fp4_e2m1", "fp6", "fp6_e3m2", "fp6_e2m3"} or "fp4" in low
     if "grouped gemm" in low or "moegemm" in low or "moe_gemm" in low or "fused_moe" in low:
         return "cutlass-grouped-blockscaled" if blockscaled else "cutlass-sm90-tma-ws"
@@ -349,7 +374,7 @@ def _framework(d: Diagnosis, text: str, family: str | None) -> tuple[str, str]:
     for name in ("flashinfer", "tensorrt_llm", "triton", "vllm", "sglang"):
         if name in low or (name == "tensorrt_llm" and "tensorrt-llm" in low):
             return name, _version_text(_ctx(d, "versions", name))
-    if family == "triton-matmul":
+    if family in {"triton-matmul", "triton-attention"}:
         return "triton", _version_text(_ctx(d, "versions", "triton"))
     return "", ""
 
