@@ -40,7 +40,11 @@ def convert(text: str, unit: Unit) -> FactValue | None:
         return parse_size(text)
     cleaned = text.strip().replace("_", "")
     try:
-        return int(cleaned) if unit == "int" else float(cleaned)
+        if unit == "int":
+            # Base 0 also reads 0x4020: ptxas prints shared sizes in hex. Leading zeros
+            # ("0128") are invalid in base 0, so plain decimal stays the first try.
+            return int(cleaned) if cleaned.isdigit() else int(cleaned, 0)
+        return float(cleaned)
     except ValueError:
         return None
 
