@@ -242,7 +242,7 @@ _VOCAB: tuple[tuple[str, int, LazyPattern], ...] = (
         lazy(
             r"triton\.[\w.]*(?:OutOfResources|CompilationError|PTXASError|Error)"
             r"|out of resource: shared memory|OutOfResources|PassManager::run failed"
-            r"|PTXAS error|ptxas fatal"
+            r"|PTXAS error|ptxas (?:error|fatal)\b"
         ),
     ),
     (

@@ -558,3 +558,15 @@ CUDA kernel errors might be asynchronously reported at some other API call"""
     r = _one(text)
     assert r.kind == "cuda-error"
     assert r.lines == (3, 4)
+
+
+def test_ptxas_error_line_opens_a_region() -> None:
+    text = (
+        "Build log:\n"
+        "ptxas error   : Entry function 'kern_a' uses too much shared data (0x5000 bytes, 0x4000 max)\n"
+        "clBuildProgram failed: CL_BUILD_PROGRAM_FAILURE\n"
+    )
+    from diagnose.ingest.normalize import normalize
+
+    regions = find_regions(normalize(text))
+    assert any(r.lines[0] <= 2 <= r.lines[1] for r in regions)
