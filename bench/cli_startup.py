@@ -9,7 +9,8 @@ every command alike), the wall time of these child processes:
 - ``diagnose <example>``: the whole shipped SM120 example log (context, tactic dump, traceback);
 - ``grep -c -i error <trace>``: a native process doing a trivial scan of the same file.
 
-It prints medians and ratios and writes them to ``bench/results/cli_startup.md``.
+It prints medians and ratios and writes them to ``bench/results/cli_startup.md``, keeping
+the hand-written findings below ``NOTES_MARKER`` in that file.
 
 Bytecode: this environment may set ``PYTHONDONTWRITEBYTECODE=1``, which makes every run
 recompile our sources (~80 ms).  A real install has ``.pyc`` files (pip compiles them), so
@@ -39,6 +40,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 EXAMPLE = ROOT / "diagnose" / "examples" / "sm120-ep8-smem.log"
 TARGET_RATIO = 1.5
+#: Everything from this line on in the results file is kept across runs (measured findings).
+NOTES_MARKER = "<!-- notes: kept by bench/cli_startup.py -->"
 #: A native backtrace frame line (``3       0x789a... symbol``), as TensorRT-LLM prints them.
 _FRAME_LINE = re.compile(r"^\d+\s+0x[0-9a-f]+\s")
 
@@ -75,6 +78,7 @@ def main() -> int:
     args = ap.parse_args()
 
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "diagnose")], check=True)
+    load_before = os.getloadavg()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     with tempfile.TemporaryDirectory(prefix="crashkb-startup-") as tmp:
         env["CRASHKB_CACHE_DIR"] = str(Path(tmp) / "cache")
@@ -98,6 +102,7 @@ def main() -> int:
             for name, argv in commands.items():
                 samples[name].append(time_once(argv, env, tmp))
 
+    load_after = os.getloadavg()
     med = {name: statistics.median(s) for name, s in samples.items()}
     typer_floor = med["python -c 'import typer'"]
     rows = [
@@ -126,13 +131,26 @@ def main() -> int:
             f"- cold first run (empty cache): {cold * 1e3:.1f} ms",
             f"- target `diagnose <trace>` <= {TARGET_RATIO}x `import typer`: "
             f"{ratio:.2f}x ({verdict})",
+            f"- machine load (1-min average) before / after: {load_before[0]:.2f} / "
+            f"{load_after[0]:.2f} (other work shares the cores: compare ratios, not ms)",
             "",
         ]
     )
+    report += _kept_notes(args.out)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(report, encoding="utf-8")
     sys.stdout.write(report)
     return 0
+
+
+def _kept_notes(path: Path) -> str:
+    """The hand-written part of an earlier results file (from ``NOTES_MARKER`` on), if any."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return ""
+    at = text.find(NOTES_MARKER)
+    return "\n" + text[at:] if at >= 0 else ""
 
 
 if __name__ == "__main__":
