@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import sys
 from enum import Enum
 from typing import TYPE_CHECKING
 
-from typing_extensions import assert_never
+if sys.version_info >= (3, 11):
+    from typing import assert_never
+else:  # pragma: no cover - 3.10 only
+    from typing_extensions import assert_never
 
 if TYPE_CHECKING:
     from diagnose.report import Diagnosis
