@@ -5,7 +5,7 @@ All fixtures are synthetic: invented hosts, pids, paths and messages in the real
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from diagnose.ingest.normalize import (
     MAX_JOINED_LINES,
+    WRAP_WIDTHS,
     normalize,
     normalize_lines,
     split_lines,
@@ -352,6 +353,194 @@ def test_multi_line_wrap_is_joined_up_to_the_limit() -> None:
 )
 def test_not_joined(raw: str) -> None:
     assert [line.number for line in normalize(raw)] == list(range(1, len(split_lines(raw)) + 1))
+
+
+# --- wrap widths inferred from the text -------------------------------------------------------
+
+# Invented messages, long enough to be cut several times at every width tested.
+NCCL_MESSAGE = (
+    "torch.distributed.DistBackendError: NCCL communicator on rank 5 of 16 failed during "
+    "ncclCommInitRankConfig after 1800000 ms; the proxy thread reported ncclRemoteError while "
+    "connecting to peer 11 over NET/IB/mlx9_3:1 at 10.42.7.19<45821>, which usually means the "
+    "peer process exited first or the fabric dropped the queue pair; set NCCL_DEBUG=INFO on "
+    "every rank to see which side gave up first"
+)
+OOM_MESSAGE = (
+    "torch.OutOfMemoryError: tried to reserve 7.25 GiB for the paged attention workspace of "
+    "batch 31 but device 2 has 79.10 GiB in total, 3.02 GiB free, 71.96 GiB held by this "
+    "process and 4.12 GiB by the others, so lower max_num_seqs or the memory fraction"
+)
+
+
+def _cut(text: str, width: int) -> list[str]:
+    """What a terminal ``width`` columns wide leaves of one long line."""
+    return [text[i : i + width] for i in range(0, len(text), width)]
+
+
+def _log_around(pieces: list[str]) -> str:
+    return "\n".join(["[2031-05-06 07:08:09 TP5] scheduler loop started", *pieces, "done"]) + "\n"
+
+
+@pytest.mark.parametrize("width", [72, 116, 132, 150])
+def test_message_cut_at_any_width_is_rejoined(width: int) -> None:
+    """72 and 116 are in no list of terminal widths: the cut lines themselves show them."""
+    pieces = _cut(NCCL_MESSAGE, width)
+    assert len(pieces) >= 3 and len(pieces[-1]) < width
+    lines = normalize(_log_around(pieces))
+    assert lines == [
+        LogLine(1, "scheduler loop started", "TP5"),
+        LogLine(2, NCCL_MESSAGE),
+        LogLine(2 + len(pieces), "done"),
+    ]
+
+
+def test_message_cut_into_three_lines_at_116_is_rejoined() -> None:
+    """The smallest case: two full lines of 116 and the rest (80/100/120 always joined)."""
+    message = NCCL_MESSAGE[:300]
+    assert [len(p) for p in _cut(message, 116)] == [116, 116, 68]
+    assert texts("\n".join(_cut(message, 116))) == [message]
+
+
+def test_inferred_width_is_learned_for_the_rest_of_the_log() -> None:
+    """Once a paste shows its width, a later line cut only once at it is re-joined too."""
+    short = OOM_MESSAGE[:180]
+    raw = "\n".join([*_cut(NCCL_MESSAGE, 116), "waiting for peers", *_cut(short, 116)])
+    assert texts(raw) == [NCCL_MESSAGE, "waiting for peers", short]
+    assert list(normalize_lines(enumerate(split_lines(raw), 1))) == normalize(raw)
+
+
+def test_console_padding_to_an_inferred_width_ends_the_message() -> None:
+    """A console that pads every line to its width: padding ends a message, cuts join."""
+    width = 108
+    padded = [p.ljust(width) for p in _cut(OOM_MESSAGE, width)]
+    raw = "\n".join([*padded, "next record".ljust(width)])
+    assert texts(raw) == [OOM_MESSAGE, "next record"]
+
+
+def test_wrapped_prefixed_records_stay_separate_records() -> None:
+    """Each log record's prefix starts a new one, even on a line right after a cut."""
+    width = 116
+    records = [
+        f"[2031-05-06 07:08:{10 + i} TP{i}] " + OOM_MESSAGE[i * 7 :][: 170 - len(str(i))]
+        for i in range(4)
+    ]
+    raw = "\n".join(piece for record in records for piece in _cut(record, width))
+    lines = normalize(raw)
+    assert [line.rank for line in lines] == ["TP0", "TP1", "TP2", "TP3"]
+    assert [line.number for line in lines] == [1, 3, 5, 7]
+
+
+def test_table_of_equal_width_rows_is_not_joined() -> None:
+    border = "+" + "-" * 86 + "+"
+    rows = [
+        "| GPU  Name                 Persistence-M | Bus-Id          Disp.A | Volatile ECC  Mig |",
+        "| Fan  Temp   Perf          Pwr:Usage/Cap |           Memory-Usage | GPU-Util  Compute |",
+        "|   0  Acme X900                      On  |   00000000:17:00.0 Off |        0  Default |",
+        "|   1  Acme X900                      On  |   00000000:2A:00.0 Off |        0  Default |",
+    ]
+    assert {len(row) for row in rows} == {len(border)}
+    raw = "\n".join([border, *rows, border, "Processes: none"])
+    assert texts(raw) == [border, *rows, border, "Processes: none"]
+
+
+def test_table_without_borders_is_not_joined() -> None:
+    """Rows ending in digits look cut, but they agree on their columns."""
+    rows = [
+        "prefill_chunked       20480        812.55            25204.13      97.50      61.25",
+        "decode_graphed         4096         31.07           131829.77      88.10      61.25",
+        "spec_verify            8192        140.33            58375.27      91.45      62.50",
+        "mixed_batch           16384        640.90            25564.07      95.05      63.75",
+    ]
+    assert len({len(row) for row in rows}) == 1
+    raw = "\n".join(["phase              tokens    latency_ms    throughput_tok_s", *rows, "end"])
+    assert texts(raw) == raw.split("\n")
+
+
+def test_progress_bars_of_one_width_are_not_joined() -> None:
+    bars = [
+        f"Capturing CUDA graphs (bs={bs:>3} free_mem=41.{bs % 10}0 GB): {pct:>3}%|{fill}| "
+        f"{n}/8 [00:0{n}<00:0{8 - n},  1.9{n}it/s]"
+        for n, (bs, pct, fill) in enumerate(
+            [(256, 12, "#         "), (128, 25, "##        "), (64, 38, "###       ")], 1
+        )
+    ]
+    assert len({len(bar) for bar in bars}) == 1
+    raw = "\n".join([*bars, "graphs captured"])
+    assert texts(raw) == raw.split("\n")
+
+
+def test_fixed_width_records_are_not_joined() -> None:
+    """Records of one width, with a timestamp or without one, are records, not pieces."""
+    stamped = [
+        f"2031-05-06T07:08:0{i}Z step={120 + i:06d} loss=2.43{i}1 grad=0.81{i}3 lr=3.0e-05 tok=18{i}34"
+        for i in range(4)
+    ]
+    bare = [
+        f"step {120 + i:06d} | loss 2.43{i}1 | grad_norm 0.81{i}3 | lr 3.0e-05 | tokens 18{i}34"
+        for i in range(4)
+    ]
+    for records in (stamped, bare):
+        assert len({len(r) for r in records}) == 1
+        raw = "\n".join([*records, "eval skipped"])
+        assert [line.number for line in normalize(raw)] == [1, 2, 3, 4, 5]
+
+
+def test_hand_wrapped_text_with_two_equal_lines_is_not_joined() -> None:
+    """A message wrapped at word boundaries by a person: below 100 columns, two equal
+    lines are chance (a third cut would be needed)."""
+    lines = [
+        "The installed driver is older than the toolkit this wheel targets,",
+        "so kernels built for the newer toolkit cannot be loaded at runtime",
+        "on this machine; upgrade the driver or install a matching wheel.",
+    ]
+    assert len(lines[0]) == len(lines[1]) > len(lines[2])
+    assert texts("\n".join(lines)) == lines
+
+
+def test_one_cut_at_an_unlisted_width_is_left_alone() -> None:
+    """One cut cannot be told from a log's widest line ending in a word: kept apart."""
+    head = "kv_pool_reserve: requested 9216 blocks for 4 layers groups but the allocator has only"
+    raw = f"{head}\nreserve_failed: giving up after 3 retries\n"
+    assert len(head) not in WRAP_WIDTHS
+    assert texts(raw) == [head, "reserve_failed: giving up after 3 retries"]
+
+
+def test_a_wider_line_nearby_refutes_the_width() -> None:
+    """No terminal leaves a line wider than itself: a wider line nearby means no wrap."""
+    wide = "x-trace " + "abcdefgh " * 15 + "end"
+    assert len(wide) > 116 and len(wide) not in WRAP_WIDTHS
+    pieces = _cut(NCCL_MESSAGE, 116)
+    filler = [f"step {i}" for i in range(20)]
+    for raw in ([wide, *filler, *pieces], [*pieces, *filler, wide]):
+        assert texts("\n".join(raw)) == raw
+
+
+def test_learned_width_does_not_join_table_rows() -> None:
+    """A width learned from a wrapped message, then a table exactly that wide."""
+    width = 116
+    row = "| {:<3} | {:<46} | {:>12} | {:>12} | {:>10} | {:>14} |"
+    rows = [
+        row.format(i, f"layers.{i}.mlp.experts.w13_weight", 4096 * (i + 1), 2 * i + 1, "bf16", i)
+        for i in range(3)
+    ]
+    assert {len(r) for r in rows} == {width}
+    raw = "\n".join([*_cut(NCCL_MESSAGE, width), *rows, "loaded"])
+    assert texts(raw) == [NCCL_MESSAGE, *rows, "loaded"]
+
+
+def test_inference_holds_a_bounded_window() -> None:
+    """Streaming stays bounded: the first line comes out after a window, not at the end."""
+    consumed = 0
+
+    def numbered() -> Iterator[tuple[int, str]]:
+        nonlocal consumed
+        for number in range(1, 100_001):
+            consumed = number
+            yield number, f"line {number} of a long and ordinary log that nobody wrapped"
+
+    first = next(normalize_lines(numbered()))
+    assert first.number == 1
+    assert consumed < 1_000
 
 
 # --- one-line pastes ------------------------------------------------------------------------

@@ -5,9 +5,10 @@ fences and ``<details>`` HTML, entity escaping, log-shipper prefixes (docker, k8
 journald, mpirun), process prefixes (vLLM/Ray workers, sglang ranks), logger prefixes
 (vLLM, glog), and terminal damage (ANSI colour, ``\\r`` progress bars, backspaces).
 Sometimes the newlines themselves are gone (a whole traceback pasted on one line) or a
-long frame was hard-wrapped at the terminal width.  :func:`normalize` peels the layers
-off and returns :class:`~diagnose.model.LogLine` objects that keep the ORIGINAL 1-based
-line number and the rank/process the prefix named.
+long frame was hard-wrapped at the terminal width (a common width, or one the text shows
+by its own cut lines).  :func:`normalize` peels the layers off and returns
+:class:`~diagnose.model.LogLine` objects that keep the ORIGINAL 1-based line number and
+the rank/process the prefix named.
 
 Everything here is linear time: each regex is anchored or literal-led, and runs only
 after a cheap literal check says it can match.  Content that merely looks like a prefix
@@ -17,19 +18,35 @@ after a cheap literal check says it can match.  Content that merely looks like a
 from __future__ import annotations
 
 import re
+from collections import deque
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from diagnose.lazyre import lazy
 from diagnose.model import LogLine
 
-__all__ = ["MAX_JOINED_LINES", "WRAP_WIDTHS", "normalize", "normalize_lines", "split_lines"]
+__all__ = [
+    "MAX_JOINED_LINES",
+    "MIN_INFERRED_WIDTH",
+    "WRAP_WIDTHS",
+    "normalize",
+    "normalize_lines",
+    "split_lines",
+]
 
 #: Terminal/emulator widths at which a hard-wrapped frame is recognised as cut.
 WRAP_WIDTHS = frozenset({80, 100, 120, 132, 140, 150, 160, 180, 200, 240, 250, 256})
 
+#: Narrowest terminal width inferred from the text itself (see :func:`_infer_wraps`):
+#: below it, two lines of equal length are too often chance.
+MIN_INFERRED_WIDTH = 60
+
 #: Most physical lines one soft-wrapped frame may be re-joined from.
 MAX_JOINED_LINES = 8
+
+# _Clean.wrap: the line is exactly as wide as a terminal, known (WRAP_WIDTHS) or inferred.
+_KNOWN = 1
+_INFERRED = 2
 
 # Nested prefixes seen in real logs go up to 4 deep (two worker prefixes before a logger
 # prefix in vllm-project/vllm#36077); the bound only guarantees termination.
@@ -407,6 +424,8 @@ class _Clean:
     width: int  # length as the terminal showed it (for hard-wrap detection)
     joined: int = 1
     pad: int = 0  # trailing blanks trimmed: one is a cut between two words, more are padding
+    wrap: int = 0  # width is a terminal's: _KNOWN (in WRAP_WIDTHS) or _INFERRED from the text
+    cut_pair: bool = False  # ends mid-token and the next line reads as its rest (evidence)
 
 
 def _clean(number: int, raw: str, fence: _Fence) -> _Clean:
@@ -449,7 +468,8 @@ def _clean(number: int, raw: str, fence: _Fence) -> _Clean:
     if "\b" in text:
         text = _undo_backspaces(text)
     kept = text.rstrip(" \t")
-    return _Clean(number, kept, ident.value, prefixed, width, pad=len(text) - len(kept))
+    wrap = _KNOWN if width in WRAP_WIDTHS else 0
+    return _Clean(number, kept, ident.value, prefixed, width, pad=len(text) - len(kept), wrap=wrap)
 
 
 # --- soft-wrap re-joining -------------------------------------------------------------------
@@ -486,7 +506,7 @@ def _is_cut_frame(line: _Clean) -> bool:
     if _unbalanced(text):
         return True
     last = text[-1]
-    return line.width in WRAP_WIDTHS and (last.isalnum() or last in "_:<,/.")
+    return line.wrap != 0 and (last.isalnum() or last in "_:<,/.")
 
 
 def _is_hard_cut(line: _Clean) -> bool:
@@ -498,7 +518,7 @@ def _is_hard_cut(line: _Clean) -> bool:
     A log prefix that alone fills the terminal line leaves its message on the next one.
     A line padded with blanks to the width (a Windows console copy) was not cut.
     """
-    if line.width not in WRAP_WIDTHS or line.pad > 1:
+    if not line.wrap or line.pad > 1:
         return False
     body = line.text.strip()
     return len(set(body)) > 2 or (line.prefixed and not body)
@@ -513,6 +533,8 @@ def _continues(head: _Clean, nxt: _Clean) -> bool:
         return False
     if not head.text:
         return _is_hard_cut(head)  # only a prefix fit on the line: this is its message
+    if head.wrap == _INFERRED and head.joined == 1 and _alike(head.text, text):
+        return False  # a learned width met by a table row or progress bar: rows, not pieces
     if head.joined > 1 and _is_hard_cut(head):
         # Piece after piece exactly the terminal's width: the wrap is certain, and the next
         # piece may start anywhere (``uctor.exc.InductorError`` looks like a new record).
@@ -536,7 +558,7 @@ def _join(head: _Clean, nxt: _Clean) -> _Clean:
     run past 80 columns), so a hard-cut head gets its now-whole prefix stripped again.
     """
     left = head.text
-    spaced = head.pad == 1 or (left.endswith(",") and head.width not in WRAP_WIDTHS)
+    spaced = head.pad == 1 or (left.endswith(",") and not head.wrap)
     head.text = left + (" " if spaced else "") + nxt.text
     if _is_hard_cut(head) and head.text:
         ident = _Ident()
@@ -544,8 +566,172 @@ def _join(head: _Clean, nxt: _Clean) -> _Clean:
         head.rank = head.rank or ident.value
     head.width = nxt.width
     head.pad = nxt.pad
+    head.wrap = nxt.wrap
     head.joined += 1
     return head
+
+
+# --- terminal widths inferred from the text -------------------------------------------------
+
+# Lines of look-ahead in which the evidence for a width is weighed: bounded memory when
+# streaming, and wide enough to see several cut lines of one paste.
+_WINDOW = 256
+# Cut pairs (a line ending mid-token, then a line that reads as its rest) a width needs in
+# the window.  One is not enough: a log's widest line ending inside a word, followed by a
+# record with no prefix (``... out of memory`` / ``alloc_tensor_range: failed``), is common.
+# Below _WIDE, text wrapped by hand or by a message template (textwrap's 70, PEP 8's 79,
+# git's 72) often repeats its longest length, so a third pair is required.
+_PAIRS_NEEDED = 2
+_PAIRS_NEEDED_NARROW = 3
+_WIDE = 100
+# A terminal makes its width the commonest long length (every longer line leaves a piece
+# exactly that wide); text wrapped at word boundaries spreads over the few columns below.
+_BELOW = 4
+_COUNTED = MIN_INFERRED_WIDTH - _BELOW
+# Pieces of one wrapped message agree on few columns (~5-10 % by chance); table rows,
+# progress bars and fixed-width records agree on most.
+_ALIKE_COLUMNS = 0.4
+_ALIKE_MIN_OVERLAP = 16
+# A cut falls anywhere in a token: after a letter, digit, ``_``, a path or a call's
+# punctuation.  A closing bracket or a bar is where rows and records end.
+_MID_TOKEN_ENDS = frozenset("_-.,:;/<([{='\"")
+
+
+def _alike(head: str, text: str) -> bool:
+    """Whether two lines are rows of one format: same start, or mostly the same columns."""
+    if head[:8] == text[:8]:
+        return True
+    overlap = min(len(head), len(text))
+    if overlap < _ALIKE_MIN_OVERLAP:
+        return False
+    same = sum(map(str.__eq__, head[:overlap], text[:overlap]))
+    return same > _ALIKE_COLUMNS * overlap
+
+
+def _ends_mid_token(line: _Clean) -> bool:
+    """Whether a line ends where a terminal's cut may fall: inside a token, or on one blank."""
+    text = line.text
+    if not text or line.pad > 1:
+        return False
+    return line.pad == 1 or text[-1].isalnum() or text[-1] in _MID_TOKEN_ENDS
+
+
+def _is_cut_pair(head: _Clean, nxt: _Clean) -> bool:
+    """Whether ``head`` looks cut mid-token at its width and ``nxt`` reads as its rest.
+
+    Only evidence for a width (:func:`_infer_wraps`), so stricter than :func:`_continues`:
+    ``nxt`` no wider, with no log prefix, frame, new record or indented code; ``head`` not
+    padded, not a separator rule, not a sentence's end; the two not rows of one format.
+    """
+    body, text = head.text, nxt.text
+    if not text or nxt.prefixed or nxt.width > head.width or not _ends_mid_token(head):
+        return False
+    if body[-1] in ".:!?" and text[0].isupper():
+        return False  # a sentence ended and the next began: a line break a person chose
+    if nxt.rank is not None and nxt.rank != head.rank:
+        return False
+    if text[0] in " \t" and text[1:2] in (" ", "\t", ""):
+        return False
+    if _FRAME_START.match(text) or _NEW_RECORD.match(text):
+        return False
+    return len(set(body)) > 2 and not _alike(body, text)
+
+
+@dataclass(slots=True)
+class _WidthWindow:
+    """The look-ahead of :func:`_infer_wraps`: its lines, their widths, their cut pairs.
+
+    Only lines at least ``_COUNTED`` wide are counted: narrower ones can neither be cut at
+    an inferred width nor sit just below one, and most log lines are narrower.
+    """
+
+    lines: deque[_Clean] = field(default_factory=deque)
+    widths: dict[int, int] = field(default_factory=dict)  # counted lines by width
+    pairs: dict[int, int] = field(default_factory=dict)  # cut pairs by the head's width
+    # Counted lines, widths strictly decreasing, from _WINDOW lines before the oldest on.
+    widest: deque[_Clean] = field(default_factory=deque)
+    learned: set[int] = field(default_factory=set)  # widths shown so far: no more weighing
+
+    def pair(self, prev: _Clean, line: _Clean) -> None:
+        """Count ``prev`` as a cut pair when it looks cut and ``line`` reads as its rest."""
+        width = prev.width
+        if not prev.wrap and width not in self.learned and _is_cut_pair(prev, line):
+            prev.cut_pair = True
+            self.pairs[width] = self.pairs.get(width, 0) + 1
+
+    def count(self, line: _Clean) -> None:
+        """Count a line at least ``_COUNTED`` wide that has just entered the window."""
+        width = line.width
+        self.widths[width] = self.widths.get(width, 0) + 1
+        widest = self.widest
+        while widest and widest[-1].width <= width:
+            widest.pop()
+        widest.append(line)
+
+    def shows(self, width: int) -> bool:
+        """Whether the window shows ``width`` to be a terminal's (see :func:`_infer_wraps`)."""
+        needed = _PAIRS_NEEDED if width >= _WIDE else _PAIRS_NEEDED_NARROW
+        if self.pairs.get(width, 0) < needed or (self.widest and self.widest[0].width > width):
+            return False
+        below = sum(self.widths.get(width - k, 0) for k in range(1, _BELOW + 1))
+        return self.widths[width] > below
+
+    def retire(self, line: _Clean) -> None:
+        """Judge a counted line leaving the window (mark it when its width is shown), uncount it."""
+        width = line.width
+        learned = self.learned
+        widest = self.widest
+        while widest and widest[0].number < line.number - _WINDOW:
+            widest.popleft()  # the look-behind ends _WINDOW lines back
+        # Most lines' widths hold no cut pair: one dict look-up rules them out.
+        if (
+            (self.pairs.get(width) or width in learned)
+            and not line.wrap
+            and width >= MIN_INFERRED_WIDTH
+            and _ends_mid_token(line)  # a table row's bar, a bracket: an end, not a cut
+            and (width in learned or self.shows(width))
+        ):
+            learned.add(width)
+            line.wrap = _INFERRED
+        self.widths[width] -= 1
+        if line.cut_pair:
+            self.pairs[width] -= 1
+
+
+def _infer_wraps(lines: Iterable[_Clean]) -> Iterator[_Clean]:
+    """Mark lines whose width the text itself shows to be a terminal's (``wrap=_INFERRED``).
+
+    WRAP_WIDTHS lists common widths, but a resized terminal cuts at any column (116 in
+    om-ai-lab/VLM-R1#257).  A width ``L >= MIN_INFERRED_WIDTH`` is a terminal's when no
+    line within ``_WINDOW`` lines either side is wider and, within the next ``_WINDOW``,
+    at least two lines ``L`` wide end mid-token and are followed by a line that reads as
+    their rest (:func:`_is_cut_pair`; three below 100 columns), and ``L`` is commoner than
+    the few widths just below it (text a person or a template wrapped at word boundaries
+    spreads over those).  A learned width stays learned for the rest of the stream.
+    Tables, progress bars and fixed-width records give no pairs.  Linear time; holds at
+    most ``_WINDOW`` lines back.
+    """
+    window = _WidthWindow()
+    held = window.lines
+    prev: _Clean | None = None
+    for line in lines:
+        # Plain comparisons first: most log lines are narrower than any inferred width.
+        if prev is not None and prev.width >= MIN_INFERRED_WIDTH and not line.prefixed:
+            window.pair(prev, line)
+        held.append(line)
+        if line.width >= _COUNTED:
+            window.count(line)
+        prev = line
+        if len(held) > _WINDOW:
+            old = held.popleft()
+            if old.width >= _COUNTED:
+                window.retire(old)
+            yield old
+    while held:
+        old = held.popleft()
+        if old.width >= _COUNTED:
+            window.retire(old)
+        yield old
 
 
 # --- one-line pastes ------------------------------------------------------------------------
@@ -647,13 +833,13 @@ def split_lines(text: str, cr_endings: bool = True) -> list[str]:
 def normalize_lines(lines: Iterable[tuple[int, str]]) -> Iterator[LogLine]:
     """Stream-normalise ``(original line number, raw line)`` pairs into :class:`LogLine`.
 
-    Same per-line code as :func:`normalize`; holds at most one cut frame back while it
+    Same per-line code as :func:`normalize`; holds a window of lines back while it weighs
+    whether their width is a terminal's (:func:`_infer_wraps`), and one cut frame while it
     waits for the line that may continue it.  Never raises on any text.
     """
     fence = _Fence()
     held: _Clean | None = None
-    for number, raw in lines:
-        line = _clean(number, raw, fence)
+    for line in _infer_wraps(_clean(number, raw, fence) for number, raw in lines):
         if held is not None:
             if _continues(held, line):
                 held = _join(held, line)
