@@ -37,7 +37,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, TypeAlias
 
-from diagnose.ingest.scan import TRIGGERS
+from diagnose.ingest.scan import TRIGGERS, continues_block
 
 if TYPE_CHECKING:
     from diagnose.context import LogContext
@@ -70,26 +70,6 @@ _SGLANG_READY = "The server is fired up and ready to roll!"
 _EARLY_PHRASES = frozenset({"Started server process", "Starting vLLM API server"})
 _SGLANG_MARKERS = (b"sglang", b"SGLang", b"ServerArgs(")
 
-# A rank/process prefix to look past when judging continuation: "[rank3]:",
-# "(VllmWorker rank=2 pid=9)", "[1,6]<stdout>:", "[2025-01-01 10:00:00 TP3]".
-_PREFIX = re.compile(rb"(?:\[[^\]\n]{0,64}\](?:<\w+>)?:?|\([^)\n]{0,96}\))[ \t]?")
-_CONTINUES = (
-    b'File "',
-    b"frame #",
-    b"#",
-    b"Exception raised from",
-    b"The above exception",
-    b"During handling",
-    b"Traceback",
-    b"what():",
-    b"Current thread",
-    b"Thread 0x",
-    b"@ 0x",
-    b"==",
-    b"^",
-    b"~",
-)
-_NUMBERED_FRAME = re.compile(rb"\d+\s+0x[0-9a-fA-F]+\s|\S+\((?:\S*\+)?0x[0-9a-fA-F]+\)\s*\[0x")
 
 
 def _ready_phrases() -> tuple[str, ...]:
@@ -144,19 +124,6 @@ def is_fatal_crash(diagnosis: Diagnosis) -> bool:
     if fatal:
         return any(not f.evidence or any(e.line not in benign for e in f.evidence) for f in fatal)
     return any(r.kind != "error-line" and r.message_line not in benign for r in diagnosis.crashes)
-
-
-def _continues(line: bytes) -> bool:
-    """Does a raw line look like part of a traceback or frame block?"""
-    if line[:1] in (b" ", b"\t"):
-        return True
-    if line[:1] in (b"[", b"("):
-        m = _PREFIX.match(line)
-        if m is not None:
-            line = line[m.end() :]
-            if line[:1] in (b" ", b"\t"):
-                return True
-    return line.startswith(_CONTINUES) or _NUMBERED_FRAME.match(line) is not None
 
 
 def _pattern(literals: Iterable[bytes]) -> bytes:
@@ -352,7 +319,7 @@ class StreamDiagnoser:
             win = self._win
             win.append(_decode(raw))
             self._win_bytes += len(raw)
-            if trigger(raw) is not None or (raw.strip() and _continues(raw)):
+            if trigger(raw) is not None or (raw.strip() and continues_block(raw)):
                 self._quiet = 0
                 self._win_active = len(win)
             else:

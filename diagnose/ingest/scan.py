@@ -40,6 +40,7 @@ __all__ = [
     "WHOLE_INPUT_LIMIT",
     "ScanResult",
     "Window",
+    "continues_block",
     "scan",
 ]
 
@@ -125,10 +126,12 @@ _FRAME_START = (
     b"During handling",
     b"Traceback",
     b"what():",
-    b"Current thread 0x",
+    b"Current thread",
     b"Thread 0x",
     b"@ 0x",
-    b"=========",
+    b"==",  # sanitizer and compute-sanitizer report lines
+    b"^",  # compiler caret lines under a failing source line
+    b"~",
 )
 _NUMBERED_FRAME = re.compile(rb"\d+\s+0x[0-9a-fA-F]+\s|\S+\((?:\S*\+)?0x[0-9a-fA-F]+\)\s*\[0x")
 
@@ -152,8 +155,12 @@ class ScanResult:
     dropped_windows: int = 0
 
 
-def _continues(line: bytes) -> bool:
-    """Does a raw line look like part of a traceback or frame block?"""
+def continues_block(line: bytes) -> bool:
+    """Does a raw line look like part of a traceback or frame block (past any rank prefix)?
+
+    Shared by the big-file scanner and :mod:`diagnose.stream`, which must agree on where
+    a crash block ends.
+    """
     if line[:1] in (b" ", b"\t"):
         return True
     if line[:1] in (b"[", b"("):
@@ -414,7 +421,7 @@ class _Scanner:
             elif win.owed > 0:
                 win.owed -= 1
                 blanks = 0
-            elif _continues(raw):
+            elif continues_block(raw):
                 blanks = 0
             else:
                 return self._stop(begin, line_no)
