@@ -62,7 +62,19 @@ def _verified(d: Diagnosis, verify: bool, level: str) -> Diagnosis:
 
     from diagnose.verify import verify as run_verify
 
-    return replace(d, verification=run_verify(d, level))
+    v = run_verify(d, level)
+    notes = list(d.notes)
+    tier, confidence = d.tier, d.confidence
+    if v.status == "confirmed" and v.level == "run":
+        # Reproduced on this GPU: the strongest tier there is.
+        tier, confidence = "verified", max(confidence, 0.97)
+    elif v.status == "confirmed":
+        notes.append(f"The verifier confirmed this at level {v.level} (no GPU of that arch ran it)")
+    elif v.status == "refuted":
+        better = f"; it points at {v.better_cause}" if v.better_cause else ""
+        notes.append(f"The verifier refuted this at level {v.level}{better}.")
+        confidence = min(confidence, 0.5)
+    return replace(d, verification=v, tier=tier, confidence=confidence, notes=tuple(notes))
 
 
 def diagnose_parsed(parsed: Parsed, *, rule_dirs: Sequence[Path] = ()) -> Diagnosis:

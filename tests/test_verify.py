@@ -301,3 +301,37 @@ def test_run_level_on_gpu() -> None:
     m = dict(v.measurements)
     assert v.level == "run" and float(m["run.rel_error"]) < 0.02
     assert v.status != "confirmed"  # another arch never confirms an sm_120 crash
+
+
+def test_compile_refusal_for_too_few_stages_confirms_the_overflow(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """CUTLASS refusing the tile (fewer than 2 stages fit) is the overflow, measured."""
+    from diagnose.verify import compile as comp
+    from diagnose.verify.model import verify_model
+    from diagnose.verify.spec import GemmSpec
+
+    monkeypatch.setattr(comp, "find_nvcc", lambda: ("nvcc", "13.0"))
+    monkeypatch.setattr(
+        comp, "find_headers", lambda: comp.Headers(tmp_path, "4.2.0", "test headers")
+    )
+    monkeypatch.setattr(
+        comp,
+        "run_probe",
+        lambda *a, **k: {
+            "error": "compile failed",
+            "detail": "Specialization requires Stages set to value 2 or more.",
+        },
+    )
+    spec = GemmSpec(
+        "smem-overflow",
+        "sm_120",
+        family="cutlass-grouped-blockscaled",
+        dtype_a="fp4_e2m1",
+        dtype_b="fp4_e2m1",
+        dtype_d="bf16",
+        tile=(128, 256, 256),
+    )
+    v = comp.verify_compile(spec, verify_model(spec, load_kb(), "compile"), cache=tmp_path)
+    assert v.status == "confirmed" and v.level == "compile"
+    assert any("cannot be built" in n for n in v.notes)
