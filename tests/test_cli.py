@@ -192,3 +192,24 @@ def test_markdown_slack_flavor_uses_mrkdwn_bold() -> None:
     assert github.startswith("**") and slack.startswith("*") and not slack.startswith("**")
     assert slack.count("```") == github.count("```")
     assert len(render_markdown(d, max_chars=2000)) <= 2000
+
+
+def test_shipped_examples_give_the_mission_verdicts() -> None:
+    """The fatal SM120 crash is smem-overflow on hardware numbers; the server that came up
+    beside dozens of failed tactics is tactic-skipped and not fatal."""
+    from diagnose.api import diagnose_file, diagnose_text
+
+    crash = diagnose_file(EXAMPLE)
+    assert (crash.cause, crash.fatal, crash.tier) == ("smem-overflow", True, "hardware")
+    assert crash.primary is not None and crash.primary.fact("arch") == "sm_120"
+    up = diagnose_file(EXAMPLE.with_name("sm120-ep8-tactics-skipped.log"))
+    assert (up.cause, up.fatal, up.server_ready) == ("tactic-skipped", False, True)
+    bare = diagnose_text("\n".join(EXAMPLE_TRACE))
+    assert bare.cause == "smem-overflow"
+
+
+EXAMPLE_TRACE = (
+    "1       0x789a90580ca6 tensorrt_llm::common::throwRuntimeError(...)",
+    "2       0x789a90cf6341 /root/.cache/flashinfer/0.6.3/120a/cached_ops/fused_moe_120/fused_moe_120.so(+0x90d341)",
+    "3       0x789a9076d948 void tensorrt_llm::kernels::cutlass_kernels_oss::dispatchMoeGemmSelectClusterShapeTmaWarpSpecialized<cutlass::arch::Sm120, __nv_fp4_e2m1, __nv_fp4_e2m1, __nv_bf...",
+)
