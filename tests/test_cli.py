@@ -213,3 +213,26 @@ EXAMPLE_TRACE = (
     "2       0x789a90cf6341 /root/.cache/flashinfer/0.6.3/120a/cached_ops/fused_moe_120/fused_moe_120.so(+0x90d341)",
     "3       0x789a9076d948 void tensorrt_llm::kernels::cutlass_kernels_oss::dispatchMoeGemmSelectClusterShapeTmaWarpSpecialized<cutlass::arch::Sm120, __nv_fp4_e2m1, __nv_fp4_e2m1, __nv_bf...",
 )
+
+
+def test_a_100mb_single_line_gives_a_result(tmp_path: Path) -> None:
+    log = tmp_path / "oneline.log"
+    with log.open("w") as fh:
+        fh.write("x" * 50_000_000 + " RuntimeError: widget " + "y" * 50_000_000 + "\n")
+    proc = run_cli(str(log), "--format", "json")
+    assert proc.returncode in (0, 1), proc.stderr
+    assert json.loads(proc.stdout)["schema_version"] == 1
+
+
+def test_a_million_frame_traceback(tmp_path: Path) -> None:
+    log = tmp_path / "frames.log"
+    with log.open("w") as fh:
+        fh.write("Traceback (most recent call last):\n")
+        for i in range(1_000_000):
+            fh.write(f'  File "/srv/mod{i % 97}.py", line {i % 500}, in fn{i % 13}\n')
+        fh.write("RuntimeError: CUDA error: an illegal memory access was encountered\n")
+    proc = run_cli(str(log), "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["cause"] == "illegal-memory-access"
+    assert data["primary"]["evidence"][-1]["line"] == 1_000_002
