@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Literal, Optional
 # typer reads the command's annotations from this module's globals (postponed evaluation).
 import typer
 
-from diagnose.serve import ServeConfig
+from diagnose.serve import ServeConfig, diagnose_in_thread
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -39,18 +39,15 @@ def build_server(config: ServeConfig | None = None) -> MCPServer:
     Raises :class:`ImportError` naming the extra when the ``mcp`` package is missing.
     """
     try:
-        import anyio
         from mcp.server.mcpserver import MCPServer
         from mcp.server.mcpserver.exceptions import ToolError
     except ImportError as exc:  # pragma: no cover - depends on the install
         raise ImportError(
             "diagnose mcp needs the mcp extra (mcp>=2): pip install 'crashkb[mcp]'"
         ) from exc
-    from diagnose.api import diagnose_text
 
     cfg = config or ServeConfig()
-    rule_dirs = tuple(Path(d) for d in cfg.rule_dirs)
-    kb_version = diagnose_text("", source="warm-up", rule_dirs=rule_dirs).kb_version
+    rule_dirs, kb_version = cfg.warm_up()
     server = MCPServer(
         "crashkb",
         version=kb_version,
@@ -68,13 +65,9 @@ def build_server(config: ServeConfig | None = None) -> MCPServer:
         if not log.strip():
             raise ToolError("log is empty: pass the crash log text")
         try:
-            with anyio.fail_after(cfg.timeout_s):
-                result = await anyio.to_thread.run_sync(
-                    lambda: diagnose_text(log, source="mcp", rule_dirs=rule_dirs),
-                    abandon_on_cancel=True,
-                )
-        except TimeoutError:
-            raise ToolError(f"diagnosis took longer than {cfg.timeout_s:g} s") from None
+            result = await diagnose_in_thread(log, source="mcp", cfg=cfg, rule_dirs=rule_dirs)
+        except TimeoutError as exc:
+            raise ToolError(str(exc)) from None
         if format == "json":
             from diagnose.render.json import render_json
 

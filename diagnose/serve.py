@@ -33,13 +33,21 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, Optional
 import typer
 
 if TYPE_CHECKING:
+    from anyio import CapacityLimiter
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import Response
 
     from diagnose.report import Diagnosis
 
-__all__ = ["CHAT_LIMITS", "ServeConfig", "app_from_env", "create_app", "main"]
+__all__ = [
+    "CHAT_LIMITS",
+    "ServeConfig",
+    "app_from_env",
+    "create_app",
+    "diagnose_in_thread",
+    "main",
+]
 
 #: Longest Markdown answer per chat client, in characters.
 CHAT_LIMITS = {
@@ -80,6 +88,42 @@ class ServeConfig:
         """Serialise for :data:`CONFIG_ENV` (multi-worker servers rebuild the app from it)."""
         return json.dumps(asdict(self))
 
+    def warm_up(self) -> tuple[tuple[Path, ...], str]:
+        """Load the kb and rule base once, so a bad rule dir fails at start, not per request.
+
+        Returns the rule directories as paths (what each diagnosis passes) and the kb version.
+        """
+        from diagnose.api import diagnose_text
+
+        rule_dirs = tuple(Path(d) for d in self.rule_dirs)
+        return rule_dirs, diagnose_text("", source="warm-up", rule_dirs=rule_dirs).kb_version
+
+
+async def diagnose_in_thread(
+    text: str,
+    *,
+    source: str,
+    cfg: ServeConfig,
+    rule_dirs: tuple[Path, ...],
+    limiter: CapacityLimiter | None = None,
+) -> Diagnosis:
+    """Diagnose ``text`` in a worker thread within ``cfg.timeout_s``, for serve and mcp alike.
+
+    Raises :class:`TimeoutError` carrying the one-line reason both servers answer with.
+    """
+    import anyio
+
+    from diagnose.api import diagnose_text
+
+    run = partial(diagnose_text, text, source=source, rule_dirs=rule_dirs)
+    try:
+        with anyio.fail_after(cfg.timeout_s):
+            # abandon_on_cancel: the answer goes out at the limit; the thread finishes on
+            # its own (a diagnosis is linear-time, it cannot hang).
+            return await anyio.to_thread.run_sync(run, abandon_on_cancel=True, limiter=limiter)
+    except TimeoutError:
+        raise TimeoutError(f"diagnosis took longer than {cfg.timeout_s:g} s") from None
+
 
 class _Refused(Exception):
     """A request that gets a 4xx/5xx answer: status and a one-line reason."""
@@ -105,12 +149,8 @@ def create_app(config: ServeConfig | None = None) -> Starlette:
         raise ImportError(
             "diagnose serve needs the serve extra: pip install 'crashkb[serve]'"
         ) from exc
-    from diagnose.api import diagnose_text
-
     cfg = config or ServeConfig()
-    rule_dirs = tuple(Path(d) for d in cfg.rule_dirs)
-    # Warm-up: loads kb and rules once (a bad --rules dir fails here, not per request).
-    kb_version = diagnose_text("", source="warm-up", rule_dirs=rule_dirs).kb_version
+    rule_dirs, kb_version = cfg.warm_up()
     limiter = anyio.CapacityLimiter(max(1, cfg.concurrency))
 
     async def healthz(request: Request) -> Response:
@@ -119,16 +159,12 @@ def create_app(config: ServeConfig | None = None) -> Starlette:
     async def diagnose(request: Request) -> Response:
         try:
             text, fmt, chat = await _read_request(request, cfg)
-            run = partial(diagnose_text, text, source="request", rule_dirs=rule_dirs)
             try:
-                with anyio.fail_after(cfg.timeout_s):
-                    # abandon_on_cancel: the answer goes out at the limit; the thread
-                    # finishes on its own (a diagnosis is linear-time, it cannot hang).
-                    result = await anyio.to_thread.run_sync(
-                        run, abandon_on_cancel=True, limiter=limiter
-                    )
-            except TimeoutError:
-                raise _Refused(503, f"diagnosis took longer than {cfg.timeout_s:g} s") from None
+                result = await diagnose_in_thread(
+                    text, source="request", cfg=cfg, rule_dirs=rule_dirs, limiter=limiter
+                )
+            except TimeoutError as exc:
+                raise _Refused(503, str(exc)) from None
         except _Refused as refused:
             return _error(refused.status, refused.message)
         except Exception as exc:  # a bug answers 500; the server stays up
