@@ -90,8 +90,6 @@ _GDBSIG = 15  # "Thread 1 "python" received signal SIGSEGV, Segmentation fault."
 _GDBNOISE = 16  # gdb chatter around a backtrace ("[New LWP 12]", "Using host libthread_db")
 _ERR = 17  # an error-vocabulary line
 
-# Classes that open a region of their own and so end whatever free text came before.
-_STARTERS = frozenset({_TB, _CHAIN, _TERM, _FATALPY, _ASAN, _CSAN, _GDBSIG})
 # Classes that may follow a message as its attached native backtrace.
 _TAIL = frozenset({_FRAME, _C10HDR, _HINT, _GDBNOISE, _GDBSIG})
 

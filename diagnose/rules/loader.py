@@ -68,7 +68,7 @@ def _cause_checker(kb: Any) -> Callable[[str], bool]:
 
 def _default_kb() -> Any:
     """Load the shipped knowledge base (lazily: only when the caller passed none)."""
-    from diagnose.kb import load_kb  # type: ignore[attr-defined,unused-ignore]
+    from diagnose.kb import load_kb
 
     return load_kb()
 

@@ -3,7 +3,7 @@
 :meth:`diagnose.tomlsource.TomlSource.line_of` knows tables, keys and
 ``[[array-of-tables]]`` entries, but a rule's signals are *inline* tables inside
 an array (``all = [ { regex = '...' }, { text = "..." } ]``) that may span many
-lines.  :func:`locate` walks such an array with a tiny TOML-aware scanner
+lines.  :func:`line_of` walks such an array with a tiny TOML-aware scanner
 (strings, comments, nesting) so an error in ``match.any[2].regex`` names the
 line where that third entry writes ``regex``.
 """
