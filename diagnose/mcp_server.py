@@ -12,13 +12,18 @@ Needs the ``mcp`` extra (``pip install 'crashkb[mcp]'``, the official SDK, versi
 from __future__ import annotations
 
 import sys
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Literal, Optional
+from typing import TYPE_CHECKING, Literal
 
 # typer reads the command's annotations from this module's globals (postponed evaluation).
 import typer
 
-from diagnose.serve import ServeConfig, diagnose_in_thread
+from diagnose.serve import (
+    MaxBytesOption,
+    RulesOption,
+    ServeConfig,
+    TimeoutOption,
+    diagnose_in_thread,
+)
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -90,16 +95,9 @@ def main(argv: list[str]) -> None:
 
     @app.command()
     def mcp(
-        max_bytes: Annotated[
-            int, typer.Option("--max-bytes", help="largest log accepted, in bytes")
-        ] = ServeConfig.max_bytes,
-        timeout: Annotated[
-            float, typer.Option("--timeout", help="seconds one diagnosis may take")
-        ] = ServeConfig.timeout_s,
-        rules: Annotated[
-            Optional[list[Path]],  # noqa: UP045 - typer needs Optional on 3.10
-            typer.Option("--rules", help="extra rule directory (repeatable)"),
-        ] = None,
+        max_bytes: MaxBytesOption = ServeConfig.max_bytes,
+        timeout: TimeoutOption = ServeConfig.timeout_s,
+        rules: RulesOption = None,
     ) -> None:
         """Run the MCP server on stdio: the `diagnose` tool for LLM chat clients."""
         config = ServeConfig(

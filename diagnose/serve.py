@@ -125,6 +125,16 @@ async def diagnose_in_thread(
         raise TimeoutError(f"diagnosis took longer than {cfg.timeout_s:g} s") from None
 
 
+# Options `diagnose serve` and `diagnose mcp` share (typer resolves these aliases from the
+# globals of the module that uses them, so mcp_server imports them by name).
+MaxBytesOption = Annotated[int, typer.Option("--max-bytes", help="largest log accepted, in bytes")]
+TimeoutOption = Annotated[float, typer.Option("--timeout", help="seconds one diagnosis may take")]
+RulesOption = Annotated[
+    Optional[list[Path]],  # noqa: UP045 - typer needs Optional on 3.10
+    typer.Option("--rules", help="extra rule directory (repeatable)"),
+]
+
+
 class _Refused(Exception):
     """A request that gets a 4xx/5xx answer: status and a one-line reason."""
 
@@ -306,22 +316,15 @@ def main(argv: list[str]) -> None:
         host: Annotated[str, typer.Option("--host", help="address to bind")] = "127.0.0.1",
         port: Annotated[int, typer.Option("--port", help="TCP port")] = 8000,
         workers: Annotated[int, typer.Option("--workers", help="worker processes")] = 1,
-        max_bytes: Annotated[
-            int, typer.Option("--max-bytes", help="largest log accepted, in bytes")
-        ] = ServeConfig.max_bytes,
-        timeout: Annotated[
-            float, typer.Option("--timeout", help="seconds one diagnosis may take")
-        ] = ServeConfig.timeout_s,
+        max_bytes: MaxBytesOption = ServeConfig.max_bytes,
+        timeout: TimeoutOption = ServeConfig.timeout_s,
         read_timeout: Annotated[
             float, typer.Option("--read-timeout", help="seconds a client has to send its body")
         ] = ServeConfig.read_timeout_s,
         concurrency: Annotated[
             int, typer.Option("--concurrency", help="diagnoses at once per worker")
         ] = ServeConfig.concurrency,
-        rules: Annotated[
-            Optional[list[Path]],  # noqa: UP045 - typer needs Optional on 3.10
-            typer.Option("--rules", help="extra rule directory (repeatable)"),
-        ] = None,
+        rules: RulesOption = None,
         log_level: Annotated[
             str, typer.Option("--log-level", help="uvicorn log level")
         ] = "warning",
