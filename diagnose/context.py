@@ -747,11 +747,10 @@ READY_PHRASES = (
     "Started GRPCInferenceService at",
     "server is listening on",  # llama.cpp server
 )
-_READY_PHRASES = READY_PHRASES  # the name diagnose.stream reads
 
 
 def _x_ready(text: str, n: int, acc: _Acc) -> None:
-    for phrase in _READY_PHRASES:
+    for phrase in READY_PHRASES:
         if phrase in text and phrase not in acc.ready:
             acc.ready[phrase] = Fact(phrase, n)
 
@@ -948,7 +947,7 @@ _EXTRACTORS: tuple[tuple[tuple[str, ...], _Extractor], ...] = (
     (_GPU_LITERALS, _x_gpus),
     (_ARCH_LITERALS, _x_archs),
     (_VERSION_LITERALS, _x_versions),
-    (_READY_PHRASES, _x_ready),
+    (READY_PHRASES, _x_ready),
     (_MEMORY_LITERALS, _x_memory),
 )
 

@@ -71,12 +71,11 @@ _EARLY_PHRASES = frozenset({"Started server process", "Starting vLLM API server"
 _SGLANG_MARKERS = (b"sglang", b"SGLang", b"ServerArgs(")
 
 
-
 def _ready_phrases() -> tuple[str, ...]:
     """The readiness phrases the context extractor knows (one list, kept in context.py)."""
     from diagnose import context
 
-    return tuple(getattr(context, "_READY_PHRASES", (_SGLANG_READY,)))
+    return context.READY_PHRASES
 
 
 @dataclass(frozen=True, slots=True)
