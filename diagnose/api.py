@@ -12,12 +12,13 @@ import os
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from diagnose.pipeline import Parsed, parse_source, parse_text
 from diagnose.report import Diagnosis, FixAdvice, SimilarCase
 
 if TYPE_CHECKING:
+    from diagnose.context import LogContext
     from diagnose.kb import Cause, KnowledgeBase
     from diagnose.model import Finding, Region
     from diagnose.rules import RuleSet
@@ -203,7 +204,7 @@ def _similar(
     )
 
 
-def _version_notes(cause: Cause | None, context: Any) -> tuple[str, ...]:
+def _version_notes(cause: Cause | None, context: LogContext) -> tuple[str, ...]:
     """Say when the log's versions predate (or include) a release known to fix the cause."""
     if cause is None or not cause.fixed_in:
         return ()
