@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from diagnose.rules.engine import TIER_ORDER
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
@@ -76,7 +78,7 @@ def decide(findings: Sequence[Finding], ready_lines: Sequence[int], kb: Knowledg
 
 def _rank_key(f: Finding) -> tuple[float, int, int]:
     """Best first: higher confidence, stronger tier, then the earliest evidence (roots first)."""
-    tier = {"verified": 0, "hardware": 1, "pattern": 2}.get(f.tier, 3)
+    tier = TIER_ORDER.get(f.tier, len(TIER_ORDER))
     return (-round(f.confidence, 3), tier, first_line(f))
 
 
