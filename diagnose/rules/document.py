@@ -1,8 +1,9 @@
 """What the rule engine matches against: normalised lines, crash regions and log-wide context.
 
-:meth:`Document.from_text` runs the parse stage (normalize -> find_regions ->
-extract_context), which is what rule examples and the CLI use.  Tests and
-callers that already hold parsed pieces build a :class:`Document` directly.
+:meth:`Document.from_text` runs normalize -> find_regions -> extract_context, which is
+what rule examples use (the CLI's parse stage, :mod:`diagnose.pipeline`, also gives
+frames their roles).  Tests and callers that already hold parsed pieces build a
+:class:`Document` directly.
 ``context`` is read by duck typing (``server_args``, ``gpus``, ``archs``,
 ``versions``, ``ready``; each value may be a plain value or a ``Fact`` with
 ``value`` and ``line``) so the engine does not depend on one context class.
@@ -27,7 +28,7 @@ class Document:
 
     @classmethod
     def from_text(cls, text: str) -> Document:
-        """Parse ``text`` with the full pipeline (normalize, regions, context)."""
+        """Parse ``text``: normalize, regions, context (frame roles are not assigned)."""
         from diagnose.context import extract_context
         from diagnose.ingest.normalize import normalize
         from diagnose.regions import find_regions
