@@ -19,6 +19,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -55,6 +56,24 @@ def cache_dir() -> Path:
     """``$XDG_CACHE_HOME/crashkb/verify`` (``~/.cache/crashkb/verify``)."""
     root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(root) / "crashkb" / "verify"
+
+
+def cache_load(path: Path) -> dict[str, object] | None:
+    """A cached JSON result: the object stored at ``path``, ``None`` when absent or unreadable."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def cache_store(path: Path, data: Mapping[str, object]) -> None:
+    """Keep a JSON result at ``path``; a read-only home only costs the cache."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(data))
+    except OSError:
+        pass
 
 
 def find_nvcc() -> tuple[str, str] | None:
@@ -233,16 +252,10 @@ def run_probe(
     key = hashlib.sha256(
         "\0".join([source, target, nvcc[1], headers.version, str(headers.include)]).encode()
     ).hexdigest()[:24]
-    root = cache or cache_dir()
-    hit = root / f"{key}.json"
-    if hit.is_file():
-        try:
-            stored = json.loads(hit.read_text())
-            if isinstance(stored, dict):
-                stored["cached"] = 1
-                return dict(stored)
-        except (OSError, ValueError):
-            pass
+    hit = (cache or cache_dir()) / f"{key}.json"
+    stored = cache_load(hit)
+    if stored is not None:
+        return {**stored, "cached": 1}
     with tempfile.TemporaryDirectory(prefix="crashkb-probe-") as tmp:
         src, exe = Path(tmp) / "probe.cu", Path(tmp) / "probe"
         src.write_text(source)
@@ -277,11 +290,7 @@ def run_probe(
             data = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", ran.stdout)}
             if "kernel_smem" not in data:
                 return {"error": "probe printed no size"}
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-        hit.write_text(json.dumps(data))
-    except OSError:
-        pass  # a read-only home only costs the cache
+    cache_store(hit, data)
     data["cached"] = 0
     return data
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from diagnose.verify.compile import COMPILE_TIMEOUT, cache_dir
+from diagnose.verify.compile import COMPILE_TIMEOUT, cache_dir, cache_load, cache_store
 from diagnose.verify.result import Verification
 from diagnose.verify.spec import GemmSpec
 
@@ -138,8 +138,8 @@ def run_child(
         b"\0".join([payload.encode(), version.encode(), hashlib.sha256(kernels).digest()])
     ).hexdigest()[:24]
     hit = (cache or cache_dir()) / f"triton-{key}.json"
-    stored = _read_cached(hit)
-    if stored is not None:
+    stored = cache_load(hit)
+    if stored is not None and isinstance(stored.get("results"), list):
         return {**stored, "cached": 1}
     try:
         done = subprocess.run(
@@ -163,20 +163,8 @@ def run_child(
         return {"error": f"Triton compile exited {done.returncode}: {tail}"}
     if "error" in out or not isinstance(out.get("results"), list):
         return {"error": str(out.get("error", "no results"))[:300]}
-    try:
-        hit.parent.mkdir(parents=True, exist_ok=True)
-        hit.write_text(json.dumps(out))
-    except OSError:
-        pass  # a read-only home only costs the cache
+    cache_store(hit, out)
     return {**out, "cached": 0}
-
-
-def _read_cached(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) and isinstance(data.get("results"), list) else None
 
 
 def _measured(out: dict[str, Any]) -> list[tuple[Config, int | str]]:
