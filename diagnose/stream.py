@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import io
 import os
-import re
 import select
 import stat
 import time
@@ -37,7 +36,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, TypeAlias
 
-from diagnose.ingest.scan import TRIGGERS, continues_block
+from diagnose.ingest.scan import TRIGGERS, continues_block, literal_pattern
 
 if TYPE_CHECKING:
     from diagnose.context import LogContext
@@ -125,11 +124,6 @@ def is_fatal_crash(diagnosis: Diagnosis) -> bool:
     return any(r.kind != "error-line" and r.message_line not in benign for r in diagnosis.crashes)
 
 
-def _pattern(literals: Iterable[bytes]) -> bytes:
-    """One alternation of escaped literals (RE2 runs it as one automaton)."""
-    return b"|".join(re.escape(lit) for lit in literals if lit)
-
-
 def _decode(raw: bytes) -> str:
     return raw.decode("utf-8", errors="replace")
 
@@ -172,12 +166,12 @@ class StreamDiagnoser:
         self.stats = StreamStats()
         phrases = _ready_phrases()
         self._phrases = tuple((p, p.encode()) for p in phrases)
-        self._trigger = re2.compile(_pattern(TRIGGERS))
-        self._ready = re2.compile(_pattern(p.encode() for p in phrases))
-        self._any = re2.compile(_pattern((*TRIGGERS, *(p.encode() for p in phrases))))
+        self._trigger = re2.compile(literal_pattern(TRIGGERS))
+        self._ready = re2.compile(literal_pattern(phrases))
+        self._any = re2.compile(literal_pattern((*TRIGGERS, *phrases)))
         from diagnose.context import CONTEXT_LITERALS
 
-        self._context_re = re2.compile(_pattern(CONTEXT_LITERALS))
+        self._context_re = re2.compile(literal_pattern(CONTEXT_LITERALS))
         self._next_line = 1  # number of the first line of the next buffer
         self._carry = b""
         self._skipping = False

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple
 
@@ -41,6 +41,7 @@ __all__ = [
     "ScanResult",
     "Window",
     "continues_block",
+    "literal_pattern",
     "scan",
 ]
 
@@ -172,7 +173,7 @@ def continues_block(line: bytes) -> bool:
     return line.startswith(_FRAME_START) or _NUMBERED_FRAME.match(line) is not None
 
 
-def _literal_pattern(literals: Sequence[bytes | str]) -> bytes:
+def literal_pattern(literals: Iterable[bytes | str]) -> bytes:
     """One alternation of escaped literals (RE2 runs it as a single automaton)."""
     parts = [lit.encode() if isinstance(lit, str) else lit for lit in literals]
     return b"|".join(re.escape(p) for p in parts if p)
@@ -259,10 +260,10 @@ def scan(
     ctx = [c.encode() if isinstance(c, str) else c for c in context_literals if c]
     scanner = _Scanner(
         # one pass finds both sets; the matched literal says which set it came from
-        re2.compile(_literal_pattern([*trig, *ctx]), options=options),
+        re2.compile(literal_pattern([*trig, *ctx]), options=options),
         frozenset(trig),
-        re2.compile(_literal_pattern(trig), options=options),
-        re2.compile(_literal_pattern(ctx), options=options) if ctx else None,
+        re2.compile(literal_pattern(trig), options=options),
+        re2.compile(literal_pattern(ctx), options=options) if ctx else None,
         max(0, before),
         max(0, after),
         max(1, max_window_lines),
