@@ -144,6 +144,29 @@ def watch(
     def expired() -> bool:
         return deadline is not None and clock() >= deadline
 
+    def take(event: Diagnosis | Ready, stop_on_crash: bool) -> WatchResult | None:
+        """Count and hand on one event; the result that ends the watch, if it does."""
+        nonlocal reports, last_fatal
+        if on_event is not None:
+            on_event(event)
+        if isinstance(event, Diagnosis):
+            reports += 1
+            if is_fatal_crash(event):
+                last_fatal = event
+                if until_ready and stop_on_crash:
+                    return WatchResult(
+                        "crash", ExitCode.NO_KNOWN_CAUSE,
+                        f"fatal crash before the server was ready: {event.title}",
+                        crash=event, reports=reports,
+                    )  # fmt: skip
+        elif until_ready and event.serving:
+            return WatchResult(
+                "ready", ExitCode.KNOWN_CAUSE,
+                f"server ready (line {event.line}): {event.phrase}",
+                ready=event, reports=reports,
+            )  # fmt: skip
+        return None
+
     for item in _items(source, follow, poll, quiet, expired):
         if isinstance(item, bytes):
             events = engine.feed(item)
@@ -155,35 +178,12 @@ def watch(
         else:
             events = []
         for event in events:
-            if on_event is not None:
-                on_event(event)
-            if isinstance(event, Diagnosis):
-                reports += 1
-                if is_fatal_crash(event):
-                    last_fatal = event
-                    if until_ready:
-                        return WatchResult(
-                            "crash", ExitCode.NO_KNOWN_CAUSE,
-                            f"fatal crash before the server was ready: {event.title}",
-                            crash=event, reports=reports,
-                        )  # fmt: skip
-            elif until_ready and event.serving:
-                return WatchResult(
-                    "ready", ExitCode.KNOWN_CAUSE,
-                    f"server ready (line {event.line}): {event.phrase}",
-                    ready=event, reports=reports,
-                )  # fmt: skip
+            if (done := take(event, stop_on_crash=True)) is not None:
+                return done
+    # The final flush reads on past a crash: a later ready line there still wins.
     for event in engine.close():
-        if on_event is not None:
-            on_event(event)
-        if isinstance(event, Diagnosis):
-            reports += 1
-            if is_fatal_crash(event):
-                last_fatal = event
-        elif until_ready and event.serving:
-            return WatchResult("ready", ExitCode.KNOWN_CAUSE,
-                               f"server ready (line {event.line}): {event.phrase}",
-                               ready=event, reports=reports)  # fmt: skip
+        if (done := take(event, stop_on_crash=False)) is not None:
+            return done
     failed = last_fatal is not None or until_ready
     code = ExitCode.NO_KNOWN_CAUSE if failed else ExitCode.KNOWN_CAUSE
     if until_ready and last_fatal is not None:
