@@ -430,7 +430,9 @@ class StreamDiagnoser:
         from diagnose.regions import find_regions
 
         lines = tuple(normalize("\n".join(raw_lines), first_line=first))
-        regions = tuple(find_regions(lines))
+        from diagnose.roles import assign as assign_roles
+
+        regions = assign_roles(find_regions(lines))
         if not regions:
             return None
         context = _merge(self._context(), extract_context(lines))

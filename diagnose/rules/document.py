@@ -1,8 +1,8 @@
 """What the rule engine matches against: normalised lines, crash regions and log-wide context.
 
-:meth:`Document.from_text` runs normalize -> find_regions -> extract_context, which is
-what rule examples use (the CLI's parse stage, :mod:`diagnose.pipeline`, also gives
-frames their roles).  Tests and callers that already hold parsed pieces build a
+:meth:`Document.from_text` runs normalize -> find_regions -> frame roles ->
+extract_context, as the CLI's parse stage (:mod:`diagnose.pipeline`) does; rule
+examples use it.  Tests and callers that already hold parsed pieces build a
 :class:`Document` directly.
 ``context`` is read by duck typing (``server_args``, ``gpus``, ``archs``,
 ``versions``, ``ready``; each value may be a plain value or a ``Fact`` with
@@ -28,13 +28,15 @@ class Document:
 
     @classmethod
     def from_text(cls, text: str) -> Document:
-        """Parse ``text``: normalize, regions, context (frame roles are not assigned)."""
+        """Parse ``text``: normalize, regions with frame roles, context (as the CLI does)."""
         from diagnose.context import extract_context
         from diagnose.ingest.normalize import normalize
         from diagnose.regions import find_regions
 
         lines = tuple(normalize(text))
-        return cls(lines, tuple(find_regions(lines)), extract_context(lines))
+        from diagnose.roles import assign as assign_roles
+
+        return cls(lines, assign_roles(find_regions(lines)), extract_context(lines))
 
     @classmethod
     def from_lines(

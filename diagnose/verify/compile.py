@@ -53,7 +53,10 @@ class Headers:
 
 
 def cache_dir() -> Path:
-    """``$XDG_CACHE_HOME/crashkb/verify`` (``~/.cache/crashkb/verify``)."""
+    """``$CRASHKB_CACHE_DIR/verify``, else ``$XDG_CACHE_HOME/crashkb/verify`` (~/.cache)."""
+    own = os.environ.get("CRASHKB_CACHE_DIR")
+    if own:
+        return Path(own) / "verify"
     root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(root) / "crashkb" / "verify"
 
