@@ -85,10 +85,17 @@ def _parse_streamed(source: str | os.PathLike[str], name: str) -> Parsed:
         window = normalize("\n".join(raw_lines), first_line=first_line)
         lines.extend(window)
         regions.extend(assign_roles(find_regions(window)))
-    ready_lines = [
-        line for number, raw in result.context for line in normalize(raw, first_line=number)
-    ]
-    context = extract_context(sorted([*head, *ready_lines, *lines], key=lambda ln: ln.number))
+    # The head already holds every line up to head_end: past it, only windows and
+    # readiness lines add facts (and nothing is read twice by extract_context).
+    head_end = head[-1].number if head else 0
+    later = [ln for ln in lines if ln.number > head_end]
+    later.extend(
+        line
+        for number, raw in result.context
+        if number > head_end
+        for line in normalize(raw, first_line=number)
+    )
+    context = extract_context([*head, *sorted(later, key=lambda ln: ln.number)])
     return Parsed(name, tuple(lines), tuple(regions), context, result.total_lines, streamed=True)
 
 
