@@ -59,7 +59,7 @@ def diagnose_command() -> list[str]:
     script = Path(sys.executable).parent / "diagnose"
     if script.is_file():
         return [str(script)]
-    return [sys.executable, "-c", "import sys; from diagnose.cli import main; sys.exit(main())"]
+    return [sys.executable, "-c", "from diagnose.launch import diagnose; diagnose()"]
 
 
 def time_once(argv: list[str], env: dict[str, str], cwd: str) -> float:

@@ -1,5 +1,5 @@
-"""``python -m diagnose`` runs the CLI."""
+"""``python -m diagnose`` runs the CLI, started the same way as the console script."""
 
-from diagnose.cli import main
+from diagnose.launch import diagnose
 
-main()
+diagnose()
