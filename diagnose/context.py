@@ -24,12 +24,13 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from types import MappingProxyType
 from typing import Any
 
 from diagnose.lazyre import LazyPattern, lazy
 from diagnose.model import LogLine
+from diagnose.records import record
 
 __all__ = ["CONTEXT_LITERALS", "Fact", "LogContext", "extract_context"]
 
@@ -37,7 +38,7 @@ _MAX_SCAN = 65536  # a ServerArgs repr is ~10 KB; nothing useful sits beyond 64 
 _MAX_VALUE = 200
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Fact:
     """One observed value and the original 1-based line where it was seen."""
 
@@ -53,7 +54,7 @@ def _empty() -> Mapping[str, Fact]:
     return MappingProxyType({})
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class LogContext:
     """Facts about the whole log.
 

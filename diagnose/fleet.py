@@ -20,8 +20,9 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from diagnose.records import record
 
 if TYPE_CHECKING:
     from diagnose.report import Diagnosis
@@ -47,7 +48,7 @@ def _mask(text: str) -> str:
     return _SPACE.sub(" ", text).strip()
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class FleetGroup:
     """Results sharing a cause, a label (arch, tile) and a normalised signature.
 

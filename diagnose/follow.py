@@ -18,11 +18,11 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from diagnose.exitcodes import ExitCode
+from diagnose.records import record
 
 if TYPE_CHECKING:
     from diagnose.report import Diagnosis
@@ -94,7 +94,7 @@ def follow_file(
             handle.close()
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class WatchResult:
     """How a watch ended: ``outcome`` is ``ready``, ``crash``, ``timeout`` or ``ended``.
 

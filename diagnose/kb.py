@@ -15,12 +15,13 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 from diagnose.datafiles import data_dir
 from diagnose.lazyre import lazy
+from diagnose.records import record
 from diagnose.tomlsource import TomlSource, load_toml
 
 __all__ = [
@@ -38,7 +39,7 @@ __all__ = [
 # --------------------------------------------------------------------------- model
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Fix:
     """One remedy, in the order a user should try them; ``flags``/``env``/``config`` are literal."""
 
@@ -50,7 +51,7 @@ class Fix:
     applies_to: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Reference:
     """An upstream thread (``owner/repo#N``) showing the cause, with its normalised error text.
 
@@ -65,7 +66,7 @@ class Reference:
     cause: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class FixedIn:
     """First release of ``package`` known to fix (or avoid) the cause."""
 
@@ -75,7 +76,7 @@ class FixedIn:
     note: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Cause:
     """One root cause: what it is, why it happens, what to do, and how to confirm it."""
 
@@ -96,7 +97,7 @@ class Cause:
     path: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ArchFacts:
     """Limits of one compute capability; byte counts are integers, ``sources`` name each fact."""
 
@@ -124,7 +125,7 @@ class ArchFacts:
         return next((url for name, url in self.sources if name == fact), None)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Gpu:
     """One product as ``nvidia-smi`` / ``torch.cuda.get_device_name`` print it."""
 
@@ -137,7 +138,7 @@ class Gpu:
     memory_source: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class _NameKey:
     """Precomputed match tokens of one product spelling (see :func:`_match_gpu`)."""
 
@@ -146,7 +147,7 @@ class _NameKey:
     gpu: Gpu
 
 
-@dataclass(frozen=True, eq=False)
+@record(slots=False, eq=False)
 class KnowledgeBase:
     """All causes and GPU facts, plus lookups.  ``version`` = calver + short content hash."""
 

@@ -9,13 +9,15 @@ fields freely, never rename or drop one without bumping ``SCHEMA_VERSION``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
+
+from diagnose.records import record
 
 SCHEMA_VERSION = 1
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class LogLine:
     """One normalised line of the input and the original line number it came from.
 
@@ -28,7 +30,7 @@ class LogLine:
     rank: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TemplateArg:
     """One template argument: its text, the qualified name at its top level, and nested args.
 
@@ -51,7 +53,7 @@ class TemplateArg:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ParsedName:
     """A demangled C++ name split into its parts (see :func:`diagnose.parse_name`).
 
@@ -76,7 +78,7 @@ class ParsedName:
     truncated: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class KernelFacts:
     """Kernel vocabulary read from a frame's name: arch, canonical dtypes, tile shapes."""
 
@@ -107,7 +109,7 @@ class KernelFacts:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Frame:
     """One stack frame in any dialect (C++ backtrace, gdb, sanitizer, c10, Python).
 
@@ -157,7 +159,7 @@ class Frame:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Region:
     """One distinct failure: the lines that belong to it and the frames parsed from them.
 
@@ -195,7 +197,7 @@ class Region:
 FactValue = str | int | float | tuple[int, ...] | tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Evidence:
     """One log line that made a rule signal fire; ``signal`` names the signal (``match.all[0]``)."""
 
@@ -208,7 +210,7 @@ class Evidence:
         return {"line": self.line, "text": self.text, "signal": self.signal}
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Finding:
     """One rule that matched one region (or the whole log when ``region_index`` is ``None``).
 

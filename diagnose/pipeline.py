@@ -9,18 +9,18 @@ keeping memory bounded however large the log is.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from typing import BinaryIO
 
 from diagnose.context import LogContext, extract_context
 from diagnose.ingest.normalize import normalize
 from diagnose.ingest.read import WHOLE_INPUT_LIMIT, open_source, read_text
 from diagnose.model import LogLine, Region
+from diagnose.records import record
 from diagnose.regions import find_regions
 from diagnose.roles import assign as assign_roles
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Parsed:
     """What the parse stage found: regions, context, and the lines they came from.
 

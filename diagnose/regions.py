@@ -28,11 +28,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from diagnose.lazyre import LazyPattern, lazy
 from diagnose.model import Frame, LogLine, Region
+from diagnose.records import record
 
 if TYPE_CHECKING:
     _FrameParser = Callable[[LogLine], Frame | None]
@@ -544,7 +544,7 @@ def _classify(text: str, has_literal: bool = True) -> int:
 # --- region assembly -------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
+@record(frozen=False)
 class _Found:
     """A region found in one stream, before frames are parsed and copies are merged."""
 
@@ -1021,7 +1021,7 @@ def _rank_key(rank: str) -> tuple[int, int, str]:
     return (0, int(digits), rank) if digits and len(digits) < 18 else (1, 0, rank)
 
 
-@dataclass(slots=True)
+@record(frozen=False)
 class _Merged:
     """A region being built: the first copy plus the copies merged into it."""
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
+
+from diagnose.records import record
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -21,7 +22,7 @@ else:  # pragma: no cover - 3.10 only
     import tomli as tomllib
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Verdict:
     """The part of a diagnosis a replay compares."""
 
@@ -35,7 +36,7 @@ class Verdict:
         return {"cause": self.cause, "fatal": self.fatal, "rule": self.rule, "label": self.label}
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Change:
     """One case whose cause differs between the saved run and this one."""
 

@@ -9,16 +9,16 @@ version bump.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from diagnose.model import SCHEMA_VERSION, Finding, Region
+from diagnose.records import record
 
 if TYPE_CHECKING:
     from diagnose.verify.result import Verification
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class FixAdvice:
     """One concrete change to make, in the order the knowledge base ranks them."""
 
@@ -39,7 +39,7 @@ class FixAdvice:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SimilarCase:
     """A known upstream case whose signature resembles this crash (rapidfuzz score 0..1)."""
 
@@ -60,7 +60,7 @@ class SimilarCase:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Diagnosis:
     """Everything crashkb concluded about one log.
 

@@ -24,13 +24,15 @@ from __future__ import annotations
 import json
 import os
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, Optional
 
 # typer reads the command's annotations from this module's globals (postponed evaluation).
 import typer
+
+from diagnose.records import record
 
 if TYPE_CHECKING:
     from anyio import CapacityLimiter
@@ -69,7 +71,7 @@ _FORMATS = ("json", "markdown")
 _BINARY_SNIFF = 8192
 
 
-@dataclass(frozen=True)
+@record(slots=False)
 class ServeConfig:
     """Limits and rule directories of one server; set by whoever starts it, never by a request."""
 

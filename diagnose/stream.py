@@ -32,11 +32,12 @@ import stat
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, TypeAlias
 
 from diagnose.ingest.scan import TRIGGERS, continues_block, literal_pattern
+from diagnose.records import record
 
 if TYPE_CHECKING:
     from diagnose.context import LogContext
@@ -77,7 +78,7 @@ def _ready_phrases() -> tuple[str, ...]:
     return context.READY_PHRASES
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Ready:
     """A readiness line: ``phrase`` is the known phrase it contains.
 
@@ -95,7 +96,7 @@ class Ready:
 StreamEvent: TypeAlias = "Diagnosis | Ready"
 
 
-@dataclass(slots=True)
+@record(frozen=False)
 class StreamStats:
     """Counters of one stream: lines and bytes seen, windows diagnosed, reports dropped."""
 

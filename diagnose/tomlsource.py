@@ -12,12 +12,12 @@ from __future__ import annotations
 import marshal
 import os
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from diagnose.errors import RuleFileError
 from diagnose.lazyre import lazy
+from diagnose.records import record
 
 # Only needed to report an error or locate an example: compiled on first use.
 _TOML_ERR_POS = lazy(r"\(at line (\d+), column (\d+)\)")
@@ -26,7 +26,7 @@ _KEY = lazy(r"""^\s*("[^"]*"|'[^']*'|[A-Za-z0-9_.\-]+)\s*=""")
 _INDEX = lazy(r"^(.*)\[(\d+)\]$")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TomlSource:
     """A parsed TOML file with its path and raw text kept for error locations."""
 

@@ -14,9 +14,10 @@ Three judgements live here, each driven by data rather than special cases:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from diagnose.records import record
 from diagnose.rules.engine import TIER_ORDER
 
 if TYPE_CHECKING:
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     from diagnose.model import Finding, Region
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Verdict:
     """The chosen root finding, the cascade rule ids, and every finding re-ranked."""
 

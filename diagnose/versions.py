@@ -15,7 +15,9 @@ grammar is small, so it is implemented here once; strings outside it give
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from diagnose.records import record
 
 __all__ = ["Version", "compare", "is_before", "parse_version"]
 
@@ -53,7 +55,7 @@ _SortKey = tuple[
 ]
 
 
-@dataclass(frozen=True, slots=True, order=True)
+@record(order=True)
 class Version:
     """A parsed version; ordering and equality follow PEP 440 (``1.0 == 1.0.0``).
 

@@ -19,11 +19,12 @@ and the surviving prefix is still parsed.  :func:`parse_name` never raises.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import lru_cache
 
 from diagnose.lazyre import lazy
 from diagnose.model import ParsedName, TemplateArg
+from diagnose.records import record
 
 __all__ = ["parse_name"]
 
@@ -88,7 +89,7 @@ _ARG_NAME = lazy(
 _LITERALS = frozenset({"true", "false", "nullptr", "sizeof", "decltype", "alignof", "noexcept"})
 
 
-@dataclass(slots=True)
+@record(frozen=False)
 class _Group:
     """One bracket group: where it opens and closes, and what sits directly inside it."""
 

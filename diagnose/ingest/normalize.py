@@ -20,10 +20,11 @@ from __future__ import annotations
 import re
 from collections import deque
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from diagnose.lazyre import lazy
 from diagnose.model import LogLine
+from diagnose.records import record
 
 __all__ = [
     "MAX_JOINED_LINES",
@@ -190,7 +191,7 @@ def _decode_entity(match: re.Match[str]) -> str:
     return _ENTITIES.get(match.group(1), match.group(0))
 
 
-@dataclass(slots=True)
+@record(frozen=False)
 class _Fence:
     """Markdown fence state carried from line to line."""
 
@@ -327,7 +328,7 @@ _COMPOSE = lazy(
 _PIPE = lazy(r" {0,4}\| ")
 
 
-@dataclass(slots=True)
+@record(frozen=False)
 class _Ident:
     """The best process identity seen in a line's prefixes (rank beats pid/container)."""
 
@@ -413,7 +414,7 @@ def _strip_prefixes(text: str, ident: _Ident) -> tuple[str, bool]:
 # --- per-line cleaning ----------------------------------------------------------------------
 
 
-@dataclass(slots=True)
+@record(frozen=False)
 class _Clean:
     """One physical line after cleaning, before joining/splitting."""
 
@@ -637,7 +638,7 @@ def _is_cut_pair(head: _Clean, nxt: _Clean) -> bool:
     return len(set(body)) > 2 and not _alike(body, text)
 
 
-@dataclass(slots=True)
+@record(frozen=False)
 class _WidthWindow:
     """The look-ahead of :func:`_infer_wraps`: its lines, their widths, their cut pairs.
 

@@ -26,10 +26,10 @@ from __future__ import annotations
 import re
 from collections import deque
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple
 
 from diagnose.ingest.read import WHOLE_INPUT_LIMIT
+from diagnose.records import record
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -144,7 +144,7 @@ class Window(NamedTuple):
     lines: list[str]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ScanResult:
     """What :func:`scan` kept from one stream."""
 

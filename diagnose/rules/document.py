@@ -12,13 +12,13 @@ examples use it.  Tests and callers that already hold parsed pieces build a
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from diagnose.model import LogLine, Region
+from diagnose.records import record
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Document:
     """A parsed log: every line, the crash regions found in it and its log-wide context."""
 

@@ -15,10 +15,11 @@ turns a failing signature rule into a note the same way).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from diagnose.model import Evidence, FactValue, Finding
+from diagnose.records import record
 from diagnose.rules import signals as sig
 from diagnose.rules.document import Document
 from diagnose.rules.ruleset import RuleSet
@@ -47,7 +48,7 @@ CONFIRM_GAIN = 0.5
 CONTRADICT_FACTOR = 0.5
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RuleRun:
     """Ranked findings of one run, notes about rules that failed, and how many rules ran."""
 
@@ -56,7 +57,7 @@ class RuleRun:
     evaluated: int = 0
 
 
-@dataclass(slots=True)
+@record(frozen=False)
 class _Match:
     """Accumulates what the signals of one rule produced in one scope."""
 
@@ -78,7 +79,7 @@ class _Match:
             self.notes.append(out.detail)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class _Plan:
     """A rule's signals in evaluation order; numeric checks last, since they read facts."""
 

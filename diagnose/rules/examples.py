@@ -10,10 +10,10 @@ annotation must be flipped) and ``ok``.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from diagnose.model import Finding
+from diagnose.records import record
 from diagnose.rules.document import Document
 from diagnose.rules.engine import run_rules
 from diagnose.rules.ruleset import RuleSet
@@ -22,7 +22,7 @@ from diagnose.rules.schema import Example, Rule
 Verdict = Literal["ok", "missed", "incorrect", "fixed"]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ExampleResult:
     """What one example produced: the rule's findings on it and any fact mismatches."""
 

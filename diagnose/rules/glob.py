@@ -9,9 +9,9 @@ with ``?`` is compiled to an anchored RE2 pattern, which cannot backtrack.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from diagnose.lazyre import LazyRE2
+from diagnose.records import record
 
 
 def glob_to_regex(glob: str, *, ignore_case: bool = False) -> str:
@@ -20,7 +20,7 @@ def glob_to_regex(glob: str, *, ignore_case: bool = False) -> str:
     return ("(?i)" if ignore_case else "") + "(?s)^" + "".join(parts) + "$"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Glob:
     """A compiled glob; ``matches`` tests a whole value."""
 

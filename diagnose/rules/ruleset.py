@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from diagnose.records import record
 from diagnose.rules.prefilter import Prefilter, rule_guard
 from diagnose.rules.schema import Rule
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RuleSet:
     """An immutable collection of rules compiled for matching.
 

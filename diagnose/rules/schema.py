@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from diagnose.lazyre import lazy
 from diagnose.model import FactValue
+from diagnose.records import record
 
 Severity = Literal["fatal", "warning", "info"]
 Expect = Literal["match", "no-match", "todo-match", "todo-no-match"]
@@ -39,7 +39,7 @@ FRAME_FACTS = ("function", "arch", "dtypes", "tile", "cluster", "stages")
 PLACEHOLDER_RE = lazy(r"\{([A-Za-z_][\w.]*)(?::(\w+))?\}")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TextSignal:
     """A literal substring of one line (optionally case-insensitive)."""
 
@@ -48,7 +48,7 @@ class TextSignal:
     ignore_case: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RegexSignal:
     """An RE2 pattern searched in each line; named groups become facts converted by ``extract``."""
 
@@ -61,7 +61,7 @@ class RegexSignal:
     literals: frozenset[str] | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TileTest:
     """One comparison on a frame's CTA tile: ``axis`` is ``m``, ``n`` or ``k``."""
 
@@ -70,7 +70,7 @@ class TileTest:
     value: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class FrameSignal:
     """A glob on one frame field plus optional kernel-vocabulary predicates (arch, dtype, tile).
 
@@ -89,7 +89,7 @@ class FrameSignal:
     dtype_match: Any = dataclasses.field(default=None, compare=False, repr=False)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RegionKindSignal:
     """The region was opened by one of ``kinds`` (at log scope: any region of those kinds)."""
 
@@ -97,7 +97,7 @@ class RegionKindSignal:
     kinds: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ContextSignal:
     """A log-wide fact: a server arg, ``gpu``, ``arch``, ``ready``, ``version.*``, ``memory.*``."""
 
@@ -108,7 +108,7 @@ class ContextSignal:
     compiled: Any = dataclasses.field(default=None, compare=False, repr=False)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Operand:
     """One side of a numeric predicate: a fact name, ``arch.<attr>`` (kb hardware) or a number."""
 
@@ -123,7 +123,7 @@ class Operand:
         return self.name if self.kind == "fact" else f"arch.{self.name}"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class NumericSignal:
     """``left op right`` on extracted facts and kb hardware facts, e.g. ``x > arch.smem_optin``."""
 
@@ -139,7 +139,7 @@ class NumericSignal:
         return self.left.kind == "arch" or self.right.kind == "arch"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class FuzzySignal:
     """A rapidfuzz similarity of ``phrase`` to a line of at least ``min_score`` (0-100)."""
 
@@ -160,7 +160,7 @@ Signal = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Example:
     """A log snippet the rule must (or, for ``no-match``, must not) match."""
 
@@ -172,7 +172,7 @@ class Example:
     line: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Rule:
     """One validated rule: what it means (cause, title, summary) and how it matches.
 

@@ -12,10 +12,11 @@ from __future__ import annotations
 import operator
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from diagnose.model import Evidence, FactValue, Frame, LogLine
+from diagnose.records import record
 from diagnose.roles import culprit_first
 from diagnose.rules.schema import (
     ContextSignal,
@@ -43,7 +44,7 @@ _OPS: Mapping[str, Callable[[Any, Any], bool]] = {
 _VERSION_PART = re.compile(r"\d+")
 
 
-@dataclass(slots=True)
+@record(frozen=False)
 class Scope:
     """What a rule sees: a region's lines and frames, or the whole log's; plus context and kb."""
 
@@ -61,7 +62,7 @@ class Scope:
         return self._folded
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Outcome:
     """The result of one signal: fired (``None`` = undecidable), evidence, facts, score, detail."""
 

@@ -20,9 +20,10 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
+from diagnose.records import record
 from diagnose.verify.model import arch_mismatch
 from diagnose.verify.result import Verification
 from diagnose.verify.spec import GemmSpec
@@ -43,7 +44,7 @@ _ARCH_TAGS = {90: "Sm90", 100: "Sm100", 103: "Sm100", 120: "Sm120", 121: "Sm120"
 _POW2 = frozenset(2**i for i in range(3, 11))
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Headers:
     """A CUTLASS include directory, its version and where it came from."""
 

@@ -9,8 +9,7 @@ moved the number.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from diagnose.records import record
 from diagnose.verify.spec import DTYPE_BITS
 
 SM90_CAPACITY = 232448  # cutlass sm90_smem_capacity_bytes (= sm100's)
@@ -30,7 +29,7 @@ SM120_EPILOGUE = {
 SM90_EPILOGUE = {"cooperative": 33792, "pingpong": 17408}
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Estimate:
     """Stages the builder picks and the kernel's dynamic shared memory in bytes."""
 

@@ -7,8 +7,9 @@ the status it could justify there (``confirmed``, ``refuted`` or
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
+
+from diagnose.records import record
 
 #: Levels in the order they are attempted; a verification never skips one.
 LEVELS = ("model", "compile", "run")
@@ -18,7 +19,7 @@ STATUSES = ("confirmed", "refuted", "inconclusive")
 Measure = int | float | str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TileFit:
     """One tile the framework can pick for the crash's arch, and whether it fits there."""
 
@@ -39,7 +40,7 @@ class TileFit:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Verification:
     """What the verifier rebuilt, measured and concluded about the primary finding.
 

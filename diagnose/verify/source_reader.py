@@ -32,10 +32,12 @@ import importlib.util
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from diagnose.records import record
 
 if TYPE_CHECKING:
     from tree_sitter import Node, Parser
@@ -62,7 +64,7 @@ _FILE_NAME = re.compile(r"[\w.+-]{1,200}")
 Shape = tuple[int, int, int]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SourceTree:
     """An indexed FlashInfer source tree: where it is, where it came from, its C++ files."""
 
@@ -98,7 +100,7 @@ class SourceTree:
         return max(paths, key=lambda p: (shared(p), -len(p.parts)))
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Candidate:
     """One enumerator the candidate list returns, and on which build / GEMM path.
 
@@ -113,7 +115,7 @@ class Candidate:
     line: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Exclusion:
     """A candidate the heuristic prunes again: ``when`` is ``"always"`` or the condition's text."""
 
@@ -124,7 +126,7 @@ class Exclusion:
     line: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Pickable:
     """One tile a version offers on a path, in ELEMENTS; ``dropped`` says why it cannot run."""
 
@@ -133,7 +135,7 @@ class Pickable:
     dropped: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TileSource:
     """What the sources say about SM120 tiles (see the module docstring for where each lives).
 
@@ -192,7 +194,7 @@ class TileSource:
         return tuple(out)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class FrameworkTiles:
     """The answer for one crash: the installed version's tiles, or why the kb table is used."""
 
@@ -207,7 +209,7 @@ class FrameworkTiles:
         return tuple(t.tile for t in self.tiles if not t.dropped)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SourceContext:
     """Lines around a throw site: ``lines`` are ``(1-based number, text)`` pairs."""
 

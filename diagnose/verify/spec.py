@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from diagnose.records import record
 
 if TYPE_CHECKING:
     from diagnose.kb import KnowledgeBase
@@ -107,7 +108,7 @@ def _tile(value: object) -> tuple[int, int, int] | None:
     return (int(dims[0] or 0), int(dims[1] or 0), int(dims[2] or 0))
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class GemmSpec:
     """A GEMM rebuilt from the crash: arch, dtypes, tile in ELEMENTS, family and provenance.
 
@@ -151,7 +152,7 @@ class GemmSpec:
         return tuple(d for d in (self.dtype_a, self.dtype_b, self.dtype_d) if d)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class MemorySpec:
     """The memory budget a crash implies; byte counts are ints, ``fraction`` in (0, 1]."""
 

@@ -24,10 +24,11 @@ import hashlib
 import json
 import subprocess
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from diagnose.records import record
 from diagnose.verify.compile import COMPILE_TIMEOUT, cache_dir, cache_load, cache_store
 from diagnose.verify.result import Verification
 from diagnose.verify.spec import GemmSpec
@@ -54,7 +55,7 @@ _KERNELS = Path(__file__).with_name("_triton_kernels.py")
 Config = tuple[int, int, int, int, int]  # BLOCK_M, BLOCK_N, BLOCK_K or head dim, stages, warps
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TritonJob:
     """What the child compiles: kernel, target cc, dtype and configurations (validated)."""
 
