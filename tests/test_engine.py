@@ -351,8 +351,22 @@ def test_prefilter_falls_back_when_re2_set_is_unavailable(monkeypatch: pytest.Mo
 
     monkeypatch.setattr(pf, "_compile_set", lambda literals: None)
     prefilter = Prefilter([frozenset({"abc"}), None, frozenset({"xyz", "q"})])
-    assert prefilter.candidates(["..ABC.."]) == [0, 1]
-    assert prefilter.candidates(["q"]) == [1, 2]
+    pad = "." * pf.SMALL_TEXT  # past the size where the RE2 set is used
+    assert prefilter.candidates([pad + "ABC.."]) == [0, 1]
+    assert prefilter.candidates([pad + "q"]) == [1, 2]
+
+
+def test_prefilter_small_and_large_texts_agree() -> None:
+    import diagnose.rules.prefilter as pf
+
+    prefilter = Prefilter(
+        [frozenset({"abc"}), None, frozenset({"xyz", "q"}), frozenset({"cuda error"})]
+    )
+    for text in ["..ABC..", "q", "CUDA Error: x", "none", "xyz abc"]:
+        small = prefilter.candidates([text])
+        large = prefilter.candidates(["." * pf.SMALL_TEXT, text])
+        assert small == large
+    assert prefilter._set is not None  # the large texts went through the RE2 set
 
 
 @pytest.mark.parametrize(

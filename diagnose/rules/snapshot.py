@@ -19,6 +19,7 @@ reading or writing the cache only costs speed.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import marshal
 import os
 import sys
@@ -77,20 +78,49 @@ def _stat(path: Path) -> tuple[int, int] | None:
     return st.st_size, st.st_mtime_ns
 
 
+@functools.lru_cache(maxsize=1)
 def code_stamp() -> Key:
-    """The package version and the stamps of the sources that shape a load."""
+    """The package version and the stamps of the sources that shape a load.
+
+    Taken once per process: what shapes a load is the code already imported, so a
+    source edited while a server runs must not make its old code's output look new.
+    """
     from diagnose import __version__
 
     return (__version__, *(_stat(_PACKAGE / rel) for rel in _CODE))
 
 
 def tree_stamp(root: Path) -> Key:
-    """``(root, ((relpath, size, mtime_ns), ...))`` for every ``*.toml`` under ``root``."""
+    """``(root, ((relpath, size, mtime_ns), ...))`` for every ``*.toml`` under ``root``.
+
+    Walked with ``os.scandir`` (whose entries carry their ``stat``): ``Path.rglob``
+    plus a ``stat`` a file measured ~1.3 ms for the shipped rules on every run.
+    Symlinked folders are followed, as ``rglob`` (which loads the rules) does.
+    """
     resolved = root.resolve()
     if not resolved.is_dir():
         return (str(resolved), None)
-    files = sorted(resolved.rglob("*.toml"))
-    return (str(resolved), tuple((str(p.relative_to(resolved)), *(_stat(p) or ())) for p in files))
+    found: list[tuple[tuple[str, ...], int, int]] = []
+    _walk(str(resolved), (), found)
+    found.sort()
+    return (str(resolved), tuple(("/".join(parts), size, mtime) for parts, size, mtime in found))
+
+
+def _walk(folder: str, parts: tuple[str, ...], out: list[tuple[tuple[str, ...], int, int]]) -> None:
+    """Append ``(parts, size, mtime_ns)`` of each ``*.toml`` file below ``folder``."""
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            if entry.is_dir():
+                _walk(entry.path, (*parts, entry.name), out)
+            elif entry.name.endswith(".toml"):
+                st = entry.stat()
+                out.append(((*parts, entry.name), st.st_size, st.st_mtime_ns))
+        except OSError:
+            continue  # vanished between listing and stat: the next run's key differs anyway
 
 
 # --------------------------------------------------------------------------- codec
