@@ -26,7 +26,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import field
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from diagnose.lazyre import LazyPattern, lazy
 from diagnose.model import LogLine
@@ -963,8 +963,22 @@ def _minimal(literals: Iterable[str]) -> tuple[bytes, ...]:
     return tuple(sorted(k.encode() for k in kept))
 
 
-CONTEXT_LITERALS: tuple[bytes, ...] = _minimal(lit for lits, _ in _EXTRACTORS for lit in lits)
-"""Case-sensitive substrings one of which every fact-bearing line contains (UTF-8 bytes)."""
+if TYPE_CHECKING:
+    CONTEXT_LITERALS: tuple[bytes, ...]
+    """Case-sensitive substrings one of which every fact-bearing line contains (UTF-8 bytes)."""
+
+
+def __getattr__(name: str) -> Any:
+    """Compute :data:`CONTEXT_LITERALS` on first use (PEP 562).
+
+    Only big-file scans and streams need it, and deduplicating ~150 literals is
+    quadratic (~0.6 ms, paid by every CLI start when it ran at import).
+    """
+    if name != "CONTEXT_LITERALS":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = _minimal(lit for lits, _ in _EXTRACTORS for lit in lits)
+    globals()[name] = value
+    return value
 
 
 def _python_gate(text: str) -> list[int]:
