@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
 
 
 class BoundedLRU:
@@ -41,6 +45,42 @@ class BoundedLRU:
             self._chars += size
             while len(self._data) > self._max_entries or self._chars > self._max_chars:
                 k, v = self._data.popitem(last=False)
+                self._chars -= len(k) + len(v)
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, str]:
+        """The cached entries among ``keys`` (marked recently used), under one lock.
+
+        A batch (``demangle_many``) pays one lock and one C-level loop, not a call per name.
+        """
+        with self._lock:
+            data = self._data
+            hits = {k: v for k in keys if (v := data.get(k)) is not None}
+            for k in hits:
+                data.move_to_end(k)
+            return hits
+
+    def put_many(self, items: Mapping[str, str]) -> None:
+        """``put`` every item, under one lock (same per-entry size rule).
+
+        Sizes are summed with ``map(len, ...)`` and the per-entry rule is checked only when
+        the longest key plus the longest value could break it: C loops, not Python ones.
+        """
+        if not items:
+            return
+        limit = self._max_chars
+        if (max(map(len, items)) + max(map(len, items.values()))) * 8 > limit:
+            items = {k: v for k, v in items.items() if (len(k) + len(v)) * 8 <= limit}
+        size = sum(map(len, items)) + sum(map(len, items.values()))
+        with self._lock:
+            data = self._data
+            if not data.keys().isdisjoint(items):
+                for k in items.keys() & data.keys():
+                    old = data.pop(k)
+                    self._chars -= len(k) + len(old)
+            data.update(items)
+            self._chars += size
+            while len(data) > self._max_entries or self._chars > self._max_chars:
+                k, v = data.popitem(last=False)
                 self._chars -= len(k) + len(v)
 
     def clear(self) -> None:
