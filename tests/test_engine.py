@@ -381,6 +381,15 @@ def test_prefilter_small_and_large_texts_agree() -> None:
         ("[abc]+", None),
         ("a|\\d+", None),
         ("\\Qliteral\\E", None),
+        # A group the match cannot skip guards it (rules name what they extract this way).
+        ("(?P<detail>NCCL WARN .{0,40}(?:NVLS|multicast))", {"nccl warn "}),
+        ("(?P<a>(?:Misaligned|Out-of-range) Shared Address)", {" shared address"}),
+        ("(?i:Cuda)[ _]?(?:error|failure)", {"cuda"}),
+        ("(?:ab|cd)+\\d", {"ab", "cd"}),
+        ("(?:ab|cd)+z", {"z"}),  # one alternative beats two
+        ("(?:ab|cd)?[xy]", None),
+        ("(?=abc)x", {"x"}),
+        ("(?:a|)[xy]", None),
     ],
 )
 def test_regex_literals(pattern: str, literals: set[str] | None) -> None:
@@ -391,7 +400,8 @@ def test_regex_literals(pattern: str, literals: set[str] | None) -> None:
 # alternation, escapes, inline flags and characters whose case folding is unusual.
 _FRAGMENTS = ["ab", "Sh", "ſ", "K", "k", "ß", "é", "\\.", ".", "[a-c]", "[^x]", "(?:ab|cd)",
               "(q)", "x?", "y*", "z+", "{2}", "{0,2}", "\\d", "\\w+", "|", "(?i)", " ", "\\x41",
-              "\\pL", "^", "$", "\\b", "s", "S", "1"]  # fmt: skip
+              "\\pL", "^", "$", "\\b", "s", "S", "1", "(?P<n>k|é)", "(?i:Sh)", "(?:(q)|ab)",
+              "(?:s)+", "(?:K){0,2}", "(?:|z)", "(?s:.)"]  # fmt: skip
 _TEXT = st.text(alphabet="abcdqxyzSsſKkßéA1 .|", max_size=12)
 
 

@@ -26,6 +26,10 @@ from typing import Any
 from diagnose.rules.schema import RegexSignal, Rule, Signal, TextSignal
 
 _REPEAT = re.compile(r"\{(\d+)(,\d*)?\}")
+# The opening of a non-capturing group with optional flags: `(?:`, `(?i:`, `(?s-i:`.
+_FLAG_GROUP = re.compile(r"\(\?[a-zA-Z-]*:")
+#: Groups nested deeper than this are not searched for literals (a bound, not a limit seen).
+_MAX_GROUP_DEPTH = 8
 #: Escapes that stand for one literal character (RE2 syntax: punctuation escapes itself).
 _PUNCT = frozenset("\\.+*?()|[]{}^$-/#&~!@%=:;'\",<>` ")
 #: Always present in the scanned text; its absence from a Set result means RE2 gave up.
@@ -142,9 +146,28 @@ def _escape(branch: str, i: int) -> tuple[str | None, int]:
     return None, i + 2  # \d \w \s \b \A \z \n \t ...: a class, an anchor or a control char
 
 
-def _branch_runs(branch: str) -> list[str] | None:
-    """Return the runs of literal text a match of ``branch`` must contain, or ``None``."""
+def _group_body(group: str) -> str | None:
+    """The pattern inside ``group`` (``(...)``, ``(?:...)``, ``(?P<n>...)``, ``(?i:...)``).
+
+    ``None`` for what constrains no text of its own: lookarounds and flag-only groups.
+    """
+    if not group.startswith("(?"):
+        return group[1:-1]
+    if group.startswith(("(?P<", "(?<")) and not group.startswith(("(?<=", "(?<!")):
+        close = group.find(">")
+        return group[close + 1 : -1] if close > 0 else None
+    m = _FLAG_GROUP.match(group)
+    return group[m.end() : -1] if m is not None else None
+
+
+def _branch_parts(branch: str) -> tuple[list[str], list[str]]:
+    """The literal runs a match of ``branch`` must contain, and the bodies of its mandatory groups.
+
+    A group counts when no quantifier lets it match zero times: ``(?P<detail>NCCL WARN ...)``
+    (how rules name the text they extract) requires its body, so the body's literals guard it.
+    """
     runs: list[str] = []
+    groups: list[str] = []
     run: list[str] = []
 
     def cut() -> None:
@@ -156,12 +179,14 @@ def _branch_runs(branch: str) -> list[str] | None:
     while i < len(branch):
         ch = branch[i]
         char: str | None = None
+        group: str | None = None
         if ch == "\\":
             char, i = _escape(branch, i)
         elif ch == "[":
             i = _skip_class(branch, i)
         elif ch == "(":
-            i = _skip_group(branch, i)
+            end = _skip_group(branch, i)
+            group, i = branch[i:end], end
         elif ch in ".^$":
             i += 1
         elif (quant := _quantifier_at(branch, i)) is not None:
@@ -170,6 +195,10 @@ def _branch_runs(branch: str) -> list[str] | None:
             char = ch
             i += 1
         quant = _quantifier_at(branch, i)
+        if group is not None and group.endswith(")") and (quant is None or not quant[1]):
+            body = _group_body(group)
+            if body is not None:
+                groups.append(body)
         if quant is not None:
             i += quant[0]
             if char is not None and not quant[1]:
@@ -181,7 +210,31 @@ def _branch_runs(branch: str) -> list[str] | None:
         else:
             cut()
     cut()
-    return runs
+    return runs, groups
+
+
+def _branch_literals(branch: str, depth: int) -> frozenset[str] | None:
+    """The most selective literal set one element of which every match of ``branch`` contains."""
+    runs, groups = _branch_parts(branch)
+    options = [frozenset({r.casefold()}) for r in runs]
+    if depth < _MAX_GROUP_DEPTH:
+        options += [lits for body in groups if (lits := _literals(body, depth + 1))]
+    best: frozenset[str] | None = None
+    for lits in options:
+        if best is None or _better(lits, best):
+            best = lits
+    return best
+
+
+def _literals(pattern: str, depth: int) -> frozenset[str] | None:
+    """:func:`regex_literals` below ``depth`` levels of group nesting."""
+    choices: set[str] = set()
+    for branch in _top_level_branches(pattern):
+        lits = _branch_literals(branch, depth)
+        if lits is None:
+            return None
+        choices |= lits
+    return frozenset(choices)
 
 
 def regex_literals(pattern: str) -> frozenset[str] | None:
@@ -189,16 +242,12 @@ def regex_literals(pattern: str) -> frozenset[str] | None:
 
     ``None`` means no such set could be derived safely (a branch without a
     literal, ``\\Q...\\E`` quoting); the rule is then evaluated on every log.
+    Each branch contributes its most selective requirement: a literal run, or the
+    literal set of a group it cannot skip.
     """
     if "\\Q" in pattern:
         return None
-    choices: set[str] = set()
-    for branch in _top_level_branches(pattern):
-        runs = _branch_runs(branch)
-        if not runs:
-            return None
-        choices.add(max(runs, key=len).casefold())
-    return frozenset(choices)
+    return _literals(pattern, 0)
 
 
 def signal_literals(signal: Signal) -> frozenset[str] | None:
