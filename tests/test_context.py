@@ -842,3 +842,16 @@ def test_context_built_from_plain_dicts_is_still_immutable() -> None:
     with pytest.raises(TypeError):
         ctx.server_args["tp_size"] = Fact("4", 5)  # type: ignore[index]
     assert ctx.to_dict()["server_args"] == {"tp_size": {"value": "8", "line": 3}}
+
+
+@pytest.mark.parametrize("gate_after", [0, 1, 10_000])
+def test_python_and_re2_gates_read_the_same_facts(
+    gate_after: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Lines before PYTHON_GATE_LINES are gated in Python, later ones by the RE2 set.
+    import diagnose.context as context
+
+    expected = ctx_of(*ALL_FIXTURE_LINES)
+    monkeypatch.setattr(context, "PYTHON_GATE_LINES", gate_after)
+    assert ctx_of(*ALL_FIXTURE_LINES) == expected
+    assert ctx_of("", *ALL_FIXTURE_LINES, start=0).gpus  # the gate is built on empty lines too

@@ -570,3 +570,21 @@ def test_ptxas_error_line_opens_a_region() -> None:
 
     regions = find_regions(normalize(text))
     assert any(r.lines[0] <= 2 <= r.lines[1] for r in regions)
+
+
+def test_small_and_large_inputs_flag_the_same_error_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    import diagnose.regions as regions
+
+    texts = [
+        "INFO ready",
+        "RuntimeError: CUDA error: an illegal memory access was encountered",
+        "Segmentation fault (core dumped)",
+        "multi\nfault inside one text",  # the automaton sees the newline as a space
+        "terminate called after throwing an instance of 'std::runtime_error'",
+        "x" * (regions._WINDOW + 10) + "Error past the window",
+        "",
+    ]
+    small = regions._literal_lines(texts)
+    monkeypatch.setattr(regions, "SMALL_TEXT", -1)
+    assert regions._literal_lines(texts) == small
+    assert small[:3] == [False, True, True] and small[5] is False
