@@ -380,6 +380,9 @@ _PREFIX_RE = lazy(
     r"|what\(\):\s*"
     r")"
 )
+# The characters a match of _PREFIX_RE can start with, once leading spaces are stripped (a
+# test checks each alternative): most messages start with none, and need no regex call.
+_PREFIX_HEADS = frozenset(">([0123456789IWDECF=w")
 _RANK_TEXT_RE = lazy(r"\[(?:PG [^\]]*?)?Rank (\d+)\]")
 _MASK_RE = lazy(rf"{_HEX}|\b[0-9a-fA-F]{{8,}}\b|\d+")
 
@@ -388,7 +391,7 @@ def _strip_prefixes(text: str) -> str:
     """Drop log-record prefixes from ``text`` so the message starts at the error itself."""
     out = text.strip()
     for _ in range(8):  # bounded: each round removes one prefix
-        m = _PREFIX_RE.match(out)
+        m = _PREFIX_RE.match(out) if out[:1] in _PREFIX_HEADS else None
         if m is None or m.end() == 0:
             break
         rest = out[m.end() :].strip()

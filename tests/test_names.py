@@ -293,3 +293,33 @@ def test_varargs_only_parameter_list_is_a_parameter_list() -> None:
     assert parsed.qualified == "tensorrt_llm::common::throwRuntimeError"
     assert parsed.params == ("...",)
     assert not parsed.truncated
+
+
+@pytest.mark.parametrize(
+    "special",
+    [
+        "vtable for", "VTT for", "construction vtable for", "typeinfo name for", "typeinfo fn for",
+        "typeinfo for", "guard variable for", "non-virtual thunk to", "virtual thunk to",
+        "covariant return thunk to", "TLS init function for", "TLS wrapper function for",
+        "reference temporary #3 for", "transaction clone for", "non-transaction clone for",
+        "hidden alias for", "java Class for",
+    ],
+)  # fmt: skip
+def test_special_name_heads_cover_every_special(special: str) -> None:
+    from diagnose.frames import names
+
+    text = f"{special} ns::Widget"
+    assert names._SPECIAL.match(text) is not None
+    assert text.startswith(names._SPECIAL_HEADS)
+    assert parse_name(text).qualified == "ns::Widget"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="vtableVTforgudcinsTLShjr #0-:123pwx", min_size=1, max_size=40))
+def test_special_and_leading_heads_never_hide_a_match(text: str) -> None:
+    from diagnose.frames import names
+
+    if names._SPECIAL.match(text):
+        assert text.startswith(names._SPECIAL_HEADS), text
+    if names._LEADING_WORDS.match(text):
+        assert text.startswith(names._LEADING_HEADS), text

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from diagnose.model import LogLine, Region
 from diagnose.regions import REGION_KINDS, find_regions
@@ -588,3 +590,32 @@ def test_small_and_large_inputs_flag_the_same_error_lines(monkeypatch: pytest.Mo
     monkeypatch.setattr(regions, "SMALL_TEXT", -1)
     assert regions._literal_lines(texts) == small
     assert small[:3] == [False, True, True] and small[5] is False
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet="> ([]0129IWEFDCRNGTAOLK=wht():-/.+ _|#", min_size=1, max_size=30))
+def test_prefix_heads_cover_every_prefix_match(text: str) -> None:
+    import diagnose.regions as regions
+
+    text = text.strip()
+    m = regions._PREFIX_RE.match(text)
+    if m is not None and m.end() > 0:
+        assert text[:1] in regions._PREFIX_HEADS, text
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    [
+        "> ", "(VllmWorker rank=2 pid=123) ", "[2026-01-02 10:00:00 TP3] ", "2026-01-02T10:00:00Z ",
+        "[01/02/2026-10:00:00] ", "ERROR 01-02 12:00:00 [x.py:12] ", "I0102 10:00:00.1 123 f.cc:9] ",
+        "[E f.cc:9] ", "[TensorRT-LLM][ERROR] ", "==123==ERROR: ", "=== ", "what():  ",
+        "CRITICAL: ", "FATAL ", "WARN ", "DEBUG ", "[W0102 10:00:00.1 x.cc:1] ",
+    ],
+)  # fmt: skip
+def test_each_prefix_kind_starts_with_a_head(prefix: str) -> None:
+    import diagnose.regions as regions
+
+    m = regions._PREFIX_RE.match(prefix + "RuntimeError: boom")
+    assert m is not None and m.end() > 0, prefix
+    assert prefix[:1] in regions._PREFIX_HEADS
+    assert regions._strip_prefixes(prefix + "RuntimeError: boom") == "RuntimeError: boom"

@@ -65,6 +65,13 @@ _SPECIAL = lazy(
 )
 # MSVC-ish leading storage/access words kept as qualifiers (Socorro drops them the same way).
 _LEADING_WORDS = lazy(r"(?:static|virtual|public:|private:|protected:)\s+")
+# What a match of each pattern above starts with (tests check them against the patterns):
+# most names start with neither, and a startswith() spares compiling and running the regex.
+_SPECIAL_HEADS = (
+    "vtable", "VTT", "construction", "typeinfo", "guard", "non-", "virtual", "covariant",
+    "TLS", "reference", "transaction", "hidden", "java",
+)  # fmt: skip
+_LEADING_HEADS = ("static", "virtual", "public:", "private:", "protected:")
 _TRAILING_QUALIFIER = lazy(
     r"(?:(?<=[\s)])|^)(const|volatile|&&|&|noexcept|transaction_safe|throw\(\)|__restrict|restrict)"
     r"\s*$"
@@ -423,7 +430,7 @@ def _parse(text: str) -> ParsedName:
     specials: list[str] = []
     quals_lead: list[str] = []
     while True:
-        sm = _SPECIAL.match(s)
+        sm = _SPECIAL.match(s) if s.startswith(_SPECIAL_HEADS) else None
         if sm is not None:
             specials.append(sm.group().strip())
             s = s[sm.end() :]
@@ -432,7 +439,7 @@ def _parse(text: str) -> ParsedName:
             specials.append("[thunk]")  # MSVC adjustor thunks
             s = s[8:]
             continue
-        lm = _LEADING_WORDS.match(s)
+        lm = _LEADING_WORDS.match(s) if s.startswith(_LEADING_HEADS) else None
         if lm is not None:
             quals_lead.append(lm.group().strip())
             s = s[lm.end() :]
