@@ -159,6 +159,7 @@ def _registry() -> dict[str, type]:
 _classes: dict[str, type] | None = None
 _RE2_TAG = "\x00re2"
 _CONTAINERS = (list, tuple, dict)
+_CONTAINER_TYPES = frozenset(_CONTAINERS)
 
 
 def _known() -> dict[str, type]:
@@ -199,19 +200,28 @@ def encode(value: Any) -> Any:
 
 
 def decode(data: Any) -> Any:
-    """Rebuild what :func:`encode` produced (RE2 patterns are compiled again)."""
-    if isinstance(data, tuple):
+    """Rebuild what :func:`encode` produced (RE2 patterns are compiled again).
+
+    The hot loop of a warm start (~1,600 objects for the shipped rules and kb):
+    scalars are passed through inline instead of through a call each, and
+    ``type(v) in`` replaces ``isinstance`` (marshal only ever yields exact types),
+    which measured 7.2 -> 4.4 ms for the shipped rules plus kb.
+    """
+    kind = type(data)
+    if kind is tuple:
         # Most tuples hold only strings and numbers (ids, globs, example facts): reuse them.
-        if not any(isinstance(v, _CONTAINERS) for v in data):
-            return data
-        return tuple(decode(v) for v in data)
-    if isinstance(data, dict):
-        return {k: decode(v) for k, v in data.items()}
-    if isinstance(data, list):
+        for v in data:
+            if type(v) in _CONTAINER_TYPES:
+                return tuple([decode(v) if type(v) in _CONTAINER_TYPES else v for v in data])
+        return data
+    if kind is list:
         tag = data[0]
         if tag == _RE2_TAG:
             return LazyRE2(data[1], data[2])  # compiled when a rule first uses it
-        return _known()[tag](*(decode(v) for v in data[1:]))
+        args = [decode(v) if type(v) in _CONTAINER_TYPES else v for v in data[1:]]
+        return _known()[tag](*args)
+    if kind is dict:
+        return {k: decode(v) if type(v) in _CONTAINER_TYPES else v for k, v in data.items()}
     return data
 
 
