@@ -90,7 +90,7 @@ def _load(rule_dirs: tuple[Path, ...]) -> tuple[KnowledgeBase, RuleSet]:
     from diagnose.rules import load_rules
 
     kb = load_kb()
-    rules = load_rules(list(rule_dirs) or None, kb=kb)
+    rules = load_rules(list(rule_dirs) or None, kb=kb, examples=False)  # matching only
     from diagnose.tomlsource import save_parse_cache
 
     save_parse_cache()

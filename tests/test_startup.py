@@ -6,6 +6,7 @@ already holds everything).  Timing lives in ``bench/cli_startup.py``, never here
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import marshal
 import os
@@ -218,3 +219,17 @@ def test_array_table_lines_agree_with_line_of() -> None:
     lines = src.array_table_lines("examples")
     assert lines == [2, 5, 9]
     assert lines == [src.line_of(f"examples[{i}]") for i in range(3)]
+
+
+def test_rules_for_matching_skip_examples_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CRASHKB_CACHE_DIR", str(tmp_path))
+    kb = load_kb()
+    full = load_rules(kb=kb)  # cold: validates and writes the snapshot
+    lean_cold = load_rules(kb=kb, examples=False)
+    warm_full = load_rules(kb=kb)  # from the snapshot, examples decoded from their blob
+    lean = load_rules(kb=kb, examples=False)
+    assert warm_full.rules == full.rules and all(r.examples for r in full)
+    assert all(r.examples == () for r in lean) and lean.rules == lean_cold.rules
+    assert [dataclasses.replace(r, examples=()) for r in full] == list(lean.rules)

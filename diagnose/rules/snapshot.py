@@ -176,7 +176,7 @@ def encode(value: Any) -> Any:
     (:class:`~diagnose.lazyre.LazyRE2`) ``["\\0re2", pattern, options]``; lists mark
     these because the objects themselves only ever hold tuples.
     """
-    if value is None or isinstance(value, (str, bool, int, float)):
+    if value is None or isinstance(value, (str, bool, int, float, bytes)):
         return value
     if isinstance(value, tuple):
         return tuple(encode(v) for v in value)
