@@ -21,7 +21,6 @@ so the LAST reading wins: it is what the crash saw.
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import field
@@ -985,8 +984,18 @@ def _python_gate(text: str) -> list[int]:
     return [i for i, (lits, _) in enumerate(_EXTRACTORS) if any(lit in text for lit in lits)]
 
 
-@functools.cache
+#: The RE2 gate once built (``[None]`` where RE2 is missing): see :func:`_re2_gate`.
+_GATE: list[Callable[[str], list[int] | None] | None] = []
+
+
 def _re2_gate() -> Callable[[str], list[int] | None] | None:
+    """The RE2 gate, built on first call and kept for the process."""
+    if not _GATE:
+        _GATE.append(_build_re2_gate())
+    return _GATE[0]
+
+
+def _build_re2_gate() -> Callable[[str], list[int] | None] | None:
     """One RE2 multi-pattern pass per line: which extractors' literals occur.
 
     A Python ``any(lit in text ...)`` over ~150 literals costs ~15 us a line; an
@@ -1007,16 +1016,17 @@ def _re2_gate() -> Callable[[str], list[int] | None] | None:
 
 
 #: Lines gated in Python before the RE2 set is built: a pasted trace is done before
-#: importing RE2 and compiling the set (~3 ms) would pay off.
+#: importing RE2 and compiling the set (~3 ms) would pay off.  Once built (a long log,
+#: or an earlier log in a serving process) the set gates every line.
 PYTHON_GATE_LINES = 64
 
 
 def extract_context(lines: Iterable[LogLine]) -> LogContext:
     """Read every line once and return the log-wide facts; never raises, linear time."""
     acc = _Acc()
-    gate: Callable[[str], list[int] | None] | None = None
+    gate = _GATE[0] if _GATE else None
     for seen, line in enumerate(lines):
-        if seen == PYTHON_GATE_LINES:
+        if seen == PYTHON_GATE_LINES and gate is None:
             gate = _re2_gate()
         text = line.text
         if not isinstance(text, str) or not text:

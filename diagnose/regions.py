@@ -440,7 +440,8 @@ def _has_err_literal(t: str) -> bool:
 
 
 #: Up to this many characters, plain ``in`` tests find the error literals faster than
-#: importing RE2 and compiling its automaton (~3 ms on a pasted trace, every CLI run).
+#: importing RE2 and compiling its automaton (~3 ms on a pasted trace, every CLI run);
+#: once a bigger input built the automaton, it serves every later one.
 SMALL_TEXT = 8192
 
 
@@ -452,7 +453,7 @@ def _literal_lines(texts: Sequence[str]) -> list[bool]:
     hit, so it stays linear.  UTF-8 never puts a ``\\n`` byte inside a character, so byte
     newlines still separate the texts.  A small input is tested literal by literal.
     """
-    if sum(min(len(t), _WINDOW) for t in texts) <= SMALL_TEXT:
+    if not _AUTOMATON and sum(min(len(t), _WINDOW) for t in texts) <= SMALL_TEXT:
         windows = (t[:_WINDOW].replace("\n", " ") for t in texts)  # as the automaton sees them
         return [any(lit in w for lit in _ERR_LITERALS) for w in windows]
     import re2  # lazy: the CLI's --help path must not pay for it

@@ -34,9 +34,10 @@ _MAX_GROUP_DEPTH = 8
 _PUNCT = frozenset("\\.+*?()|[]{}^$-/#&~!@%=:;'\",<>` ")
 #: Always present in the scanned text; its absence from a Set result means RE2 gave up.
 _SENTINEL = "\x00crashkb-prefilter\x00"
-#: Up to this many characters, one ``in`` test a literal beats building the RE2 set
-#: (~1.4 ms for the shipped ~160 literals, paid by every CLI run of a pasted trace);
-#: longer texts are scanned once by the set, built on first need and kept.
+#: Until this many characters have been searched, one ``in`` test a literal beats building
+#: the RE2 set (~1.4 ms for the shipped ~160 literals, paid by every CLI run of a pasted
+#: trace).  The budget is per rule set, not per text: a process that diagnoses many logs
+#: (serve, fleet, a benchmark) builds the set once and keeps using it.
 SMALL_TEXT = 8192
 
 
@@ -306,6 +307,7 @@ class Prefilter:
                 self._owners[index[lit]].append(rule_index)
         self._set: Any = None
         self._set_built = False
+        self._plain_budget = SMALL_TEXT
 
     @property
     def literal_count(self) -> int:
@@ -322,7 +324,8 @@ class Prefilter:
 
     def _present(self, folded: str) -> list[int]:
         """Indexes (into ``self._literals``) of literals that occur in ``folded``."""
-        if len(folded) <= SMALL_TEXT:
+        if not self._set_built and len(folded) <= self._plain_budget:
+            self._plain_budget -= len(folded)
             return [i for i, lit in enumerate(self._literals) if lit in folded]
         if not self._set_built:
             self._set, self._set_built = _compile_set([_SENTINEL, *self._literals]), True
