@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import re
 import resource
 import subprocess
@@ -28,6 +29,7 @@ from hypothesis import strategies as st
 from diagnose.frames import (
     bounded_lru,
     cxa,
+    demangle_session,
     demangle_worker,
     mangled_bound,
     mangled_shape,
@@ -196,6 +198,19 @@ def test_lru_is_bounded_by_entries_and_characters() -> None:
     assert lru._chars <= 400
 
 
+def test_lru_batch_calls_keep_the_same_bounds() -> None:
+    lru = bounded_lru.BoundedLRU(max_entries=3, max_chars=400)
+    lru.put_many({f"k{i}": "v" * 20 for i in range(10)})
+    assert list(lru._data) == ["k7", "k8", "k9"] and lru._chars == 3 * 22
+    assert lru.get_many(["k7", "k0", "k9", "k7"]) == {"k7": "v" * 20, "k9": "v" * 20}
+    assert list(lru._data) == ["k8", "k7", "k9"]  # the hits became the most recent
+    lru.put_many({"k8": "w", "big": "x" * 100, "m": "y" * 45})  # big: over an eighth
+    assert lru.get("big") is None and lru.get("k8") == "w"
+    assert lru._chars == sum(len(k) + len(v) for k, v in lru._data.items()) <= 400
+    lru.put_many({})
+    assert len(lru._data) == 3
+
+
 # --- hostile input -----------------------------------------------------------------------
 
 
@@ -228,6 +243,15 @@ def test_output_bound_is_an_upper_bound_on_laughs(levels: int, oracle: Any) -> N
 def test_billion_laughs_is_not_run_in_process() -> None:
     assert mangled_bound.output_bound_bits(billion_laughs(20)) > mangled_bound.INPROC_BUDGET_BITS
     assert mangled_bound.output_bound_bits("_ZN3orb4spinEv") <= mangled_bound.INPROC_BUDGET_BITS
+    assert not mangled_bound.quick_safe(billion_laughs(9))
+    assert mangled_bound.quick_safe("_ZN3orb4spinEv")
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(st.sampled_from(list("_STSSTA019ZNEIDpvq")), max_size=80).map(lambda s: "_Z" + s))
+def test_quick_bound_proves_nothing_the_exact_bound_does_not(name: str) -> None:
+    if mangled_bound.quick_safe(name):
+        assert mangled_bound.output_bound_bits(name) <= mangled_bound.INPROC_BUDGET_BITS
 
 
 def test_deep_templates_long_identifiers_and_pointer_chains() -> None:
@@ -485,6 +509,9 @@ def test_bound_holds_on_real_symbols(shared: Path) -> None:
         if row["cxa_ok"]:
             spelled = row.get("cxa") or row["gnu"]
             assert math.log2(len(spelled)) <= mangled_bound.output_bound_bits(row["mangled"])
+        if mangled_bound.quick_safe(row["mangled"]):
+            assert mangled_bound.inprocess_safe(row["mangled"])
+            assert mangled_bound.output_bound_bits(row["mangled"]) <= 24
 
 
 # --- the batch API and the worker engines ---------------------------------------------------
@@ -536,6 +563,30 @@ def test_demangle_many_equals_demangle_one_by_one() -> None:
     assert dm.demangle_many([]) == []
 
 
+@pytest.mark.parametrize(
+    ("names", "expected"),
+    [
+        (["_ZN3orb4spinEv", "_Z5helloi", "_ZN3orb4spinEv.isra.0", "_Z3Foo$"], True),
+        (["_ZN3orb4spinEv", "__ZN3orb4spinEv"], False),  # Mach-O: prepare strips one `_`
+        (["._ZL7privatev"], False),
+        (["_ZNSo5writeEPKcl@@GLIBCXX_3.4"], False),
+        (["_Z.x"], False),
+        (["_Z$x"], False),
+        (["_Z"], False),
+        (["_ZN3orb\n4spinEv"], False),
+        (["_ZN3orb4spinEv", "_Z1f\u00e9"], False),
+        (["_Z1f v"], False),
+    ],
+)
+def test_bare_batches_are_exactly_the_ones_prepare_leaves_alone(
+    names: list[str], expected: bool
+) -> None:
+    assert mangled_shape.bare(names) is expected
+    assert mangled_shape.bare(names * 200) is expected  # more than one slice
+    if expected:
+        assert all(mangled_shape.prepare(n) == ("", n, False) for n in names)
+
+
 def test_demangle_many_of_many_names_uses_one_worker() -> None:
     names = [f"_ZN4moon5stoneILi{i}EE4rollEv" for i in range(600)] + [_long_name(60)] * 3
     out = dm.demangle_many(names)
@@ -568,6 +619,83 @@ def test_a_hostile_name_mid_batch_costs_one_restart(worker: demangle_worker.Work
     assert got[20] is None  # the name the worker was on when it was killed
     assert got[:20] + got[21:] == [f"moon::stone<{i}>::roll()" for i in range(50)]
     assert worker.strikes == 1 and worker.starts == 2
+
+
+def test_a_cxxfilt_that_is_not_gnus_gives_way_to_the_python_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = tmp_path / "c++filt"
+    fake.write_text("#!/bin/sh\nexec cat\n")  # echoes every name, the probe too: reads none
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ.get('PATH', '')}")
+    made = demangle_worker.Worker(timeout_s=0.3, max_strikes=2)
+    try:
+        assert made.native  # on trust until a process answers the probe
+        assert made.demangle_batch(["_ZN3orb4spinEv", _long_name(3)]) == [
+            "orb::spin()",
+            _long_text(3),
+        ]
+        assert not made.native and made.strikes == 0
+    finally:
+        made.close()
+
+
+_FAKE_CXXFILT = """\
+import os, sys
+for line in sys.stdin:
+    out = []
+    for name in line.rstrip("\\n").split("\\t"):
+        if name == {probe!r}:
+            out.append({text!r})
+        elif name == "_Z4killv":
+            os._exit(3)
+        else:
+            out.append("read:" + name)
+    sys.stdout.write("\\t".join(out) + "\\n")
+    sys.stdout.flush()
+"""
+
+
+def test_a_worker_dying_mid_packed_line_costs_the_culprit_only(tmp_path: Path) -> None:
+    fake = tmp_path / "fake_cxxfilt.py"
+    probe = demangle_session.PROBE.decode()
+    fake.write_text(_FAKE_CXXFILT.format(probe=probe, text=demangle_session.PROBE_TEXT))
+    made = demangle_worker.Worker(timeout_s=5.0, max_strikes=3)
+    made.engine = ["/bin/sh", "-c", 'exec "$0" "$1"', sys.executable, str(fake)]
+    names = [f"_Z1{c}v" for c in "abcdefgh"]
+    names[5] = "_Z4killv"
+
+    def meanwhile(session: demangle_session.Session | None) -> None:
+        assert session is not None
+        session.packed = True  # as demangle_many asks c++filt
+        session.ask_words(names)
+
+    try:
+        got = made.demangle_batch([], meanwhile=meanwhile)
+    finally:
+        made.close()
+    assert got == [None if n == "_Z4killv" else f"read:{n}" for n in names]
+    # Died mid-line: resent one a line (no strike), died again on the culprit (a strike).
+    assert made.strikes == 1 and made.starts == 3
+
+
+def test_an_oversized_answer_mid_packed_line_is_the_one_refused() -> None:
+    made = demangle_worker.Worker(timeout_s=5.0)
+    if not made.native:
+        pytest.skip("GNU c++filt is not installed")
+    names = ["_ZN3orb4spinEv", "_Z5helloi", billion_laughs(18), "_ZN3orb4spinEv"]
+
+    def meanwhile(session: demangle_session.Session | None) -> None:
+        assert session is not None
+        session.packed = True
+        session.ask_words(names)
+
+    try:
+        got = made.demangle_batch([], meanwhile=meanwhile)
+    finally:
+        made.close()
+    assert got == ["orb::spin()", "hello(int)", None, "orb::spin()"]
+    assert made.strikes == 0 and made.starts == 2
 
 
 def test_oversized_answer_is_refused_without_a_strike(worker: demangle_worker.Worker) -> None:

@@ -3,8 +3,9 @@
 ``demangle`` returns the ``abi::__cxa_demangle`` spelling (what TensorRT-LLM's
 ``TllmException::getTrace()`` and PyTorch's ``c10::demangle`` print), so frames we
 demangle compare equal to frames a logger already demangled.  ``demangle_many`` does the
-same for a whole list (a log region's frames) in one exchange with the worker.  This
-module is the public API, the result cache and the choice of tier:
+same for a whole list (a log region's frames): this process and the worker read it side
+by side, from its two ends (see ``_Batch``).  This module is the public API, the result
+cache and the choice of tier:
 
 1. libstdc++'s ``__cxa_demangle`` in this process (:mod:`diagnose.frames.cxa`), but only
    for names a linear-time check proves cannot explode (:mod:`diagnose.frames.mangled_bound`).
@@ -34,13 +35,20 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from diagnose.frames.bounded_lru import BoundedLRU
-from diagnose.frames.cxa import CXA_MAX_LEN, cxa_demangle
+from diagnose.frames.cxa import CXA_MAX_LEN, cxa_demangle, cxa_demangle_each
+from diagnose.frames.cxa import loaded as cxa_loaded
 from diagnose.frames.demangle_worker import WORKER as _WORKER
-from diagnose.frames.mangled_bound import inprocess_safe
+from diagnose.frames.mangled_bound import (
+    INPROC_BUDGET_BITS,
+    inprocess_safe,
+    output_bound_bits,
+    quick_safe,
+)
 from diagnose.frames.mangled_prefix import read_mangled_prefix
 from diagnose.frames.mangled_shape import (
     MAX_NAME,
     MAX_OUTPUT,
+    bare,
     is_mangled,
     prepare,
     worth_reading,
@@ -53,9 +61,6 @@ if TYPE_CHECKING:
 
 __all__ = ["demangle", "demangle_in_text", "demangle_many", "is_mangled", "read_mangled_prefix"]
 
-# demangle_many moves the worker's pipes after this many names of its own work, so the
-# worker never stalls on a full pipe while this process is busy.
-_POLL_EVERY = 32
 # A mangled word in free text: llvm-cxxfilt's IsLegalItaniumChar (alnum, '_', '$', '.'),
 # which its delimiters.test exercises, not preceded by another such character.
 _TEXT_RE = re.compile(r"(?<![A-Za-z0-9_.$])\.?_{1,4}Z[A-Za-z0-9_.$]+")
@@ -148,117 +153,227 @@ def _demangle_itanium(core: str) -> str | None:
 
 
 def _demangle_many(symbols: list[str]) -> list[str]:
-    """The batch path: route every distinct uncached name, run the tiers side by side."""
-    out = list(symbols)
-    todo: dict[str, list[int]] = {}
-    for i, symbol in enumerate(symbols):
-        if not (isinstance(symbol, str) and 3 <= len(symbol) <= MAX_NAME and "Z" in symbol[:6]):
-            continue  # worth_reading, inlined: this loop sees every name of the batch
-        hit = _CACHE.get(symbol)
-        if hit is not None:
-            out[i] = hit
-        elif symbol in todo:
-            todo[symbol].append(i)
-        else:
-            todo[symbol] = [i]
-    done: dict[str, str] = {}
-    asked: list[_Job] = []  # in the order the worker answers
-    spill: list[_Job] = []  # refused here or not provably safe: for the worker
-    blocks: list[_Job] = []  # Apple blocks: the `demangle` package's
-    # Start the worker only when it has work: a long name (refused here by length) or a
-    # batch big enough to share.
-    use_worker = _WORKER.usable and (
-        len(todo) >= _BATCH_WORKER_MIN or any(len(s) > CXA_MAX_LEN for s in todo)
-    )
-    # With c++filt as the worker it reads every name: it spends ~6 us of CPU on a name,
-    # where the bound check and ctypes call here cost ~10 us.  Measured on the 3,232 real
-    # names (CPU ms, this process + worker): all to c++filt 29 + 28; shared 45 + 21.
-    # The Python worker costs more per name (29 + 72 against 61 + 51 when shared), so then
-    # this process reads the short names itself and sends only the rest.
-    native = use_worker and _WORKER.native
+    """The batch path: one cache look-up, then every distinct uncached name read once."""
+    wanted = [s for s in symbols if isinstance(s, str) and 3 <= len(s) <= MAX_NAME and "Z" in s[:6]]
+    done = _CACHE.get_many(wanted)  # worth_reading, inlined: this sees every name
+    todo = [s for s in dict.fromkeys(wanted) if s not in done]
+    if todo:
+        done.update(_read_symbols(todo))
+    return [done.get(s, s) if isinstance(s, str) else s for s in symbols]
 
-    def run(session: Session | None) -> None:
-        # Classifying, reading here and handing chunks over are interleaved, so the
-        # worker starts reading while this process is still preparing names.
-        chunk: list[_Job] = []
-        for count, symbol in enumerate(todo):
-            if session is not None and count % _POLL_EVERY == 0:
-                session.poll()  # keep both pipes moving while this process is busy
+
+def _read_symbols(todo: list[str]) -> dict[str, str]:
+    """Strip decorations, read every distinct core, put the decorations back; cache it all."""
+    new: dict[str, str] = {}
+    jobs: list[_Job] = []  # decorated names: (symbol, leading dot, core)
+    blocks: list[_Job] = []  # Apple blocks: the `demangle` package's
+    if len(todo) >= _BATCH_WORKER_MIN or max(map(len, todo)) > CXA_MAX_LEN:
+        _WORKER.prestart()  # the worker will be needed: let it come up meanwhile
+    if bare(todo):
+        plain = todo  # the usual batch: every name is its own core, no `prepare` needed
+    else:
+        plain = []
+        for symbol in todo:
             prepared = prepare(symbol)
             if prepared is None:
-                done[symbol] = symbol
-                continue
-            dot, core, block = prepared
-            job = (symbol, dot, core)
-            if block:
-                blocks.append(job)
-            elif session is not None and (native or len(core) > CXA_MAX_LEN):
-                chunk.append(job)
-                if len(chunk) >= _CHUNK:
-                    _hand_over(session, chunk, asked)
+                new[symbol] = symbol
+            elif prepared[2]:
+                blocks.append((symbol, prepared[0], prepared[1]))
+            elif prepared[0] or prepared[1] != symbol:
+                jobs.append((symbol, prepared[0], prepared[1]))
             else:
-                safe = len(core) <= CXA_MAX_LEN and inprocess_safe(core)
-                text = cxa_demangle(core) if safe else None
-                if text is None:
-                    spill.append(job)
-                    if session is not None and len(spill) >= _CHUNK:
-                        _hand_over(session, spill, asked)
-                else:
-                    done[symbol] = _finish(symbol, dot, text)
-        if session is not None:
-            _hand_over(session, chunk, asked)
-            _hand_over(session, spill, asked)
-            session.on_unread = lambda i: unread.__setitem__(i, _read_unread(asked[i][2]))
-
-    unread: dict[int, str | None] = {}  # index in `asked` -> read after the worker gave up
-
-    texts: list[str | None] = []
-    if use_worker:
-        texts = _WORKER.demangle_batch([], meanwhile=run)
-    else:
-        run(None)
-    if spill:  # a few names refused here, or no worker during the batch: one exchange
-        asked += spill
-        texts += _WORKER.demangle_batch([job[2] for job in spill])
-    for k, ((symbol, dot, core), text) in enumerate(zip(asked, texts, strict=True)):
-        if text is None:
-            text = unread[k] if k in unread else _read_unread(core)
-        done[symbol] = _finish(symbol, dot, text)
+                plain.append(symbol)
+    cores = list(dict.fromkeys([*plain, *(job[2] for job in jobs)])) if jobs else plain
+    texts = _read_cores(cores)
+    new.update({s: s if (t := texts[s]) is None or len(t) > MAX_OUTPUT else t for s in plain})
+    for symbol, dot, core in jobs:
+        new[symbol] = _finish(symbol, dot, texts[core])
     for symbol, dot, core in blocks:
-        done[symbol] = _finish(symbol, dot, _fallback(core))
-    for symbol, indices in todo.items():
-        result = done[symbol]
-        _CACHE.put(symbol, result)
-        for i in indices:
-            out[i] = result
-    return out
+        new[symbol] = _finish(symbol, dot, _fallback(core))
+    _CACHE.put_many(new)
+    return new
 
 
 _Job = tuple[str, str, str]  # (symbol as given, leading dot, core to demangle)
 # A batch of this many names starts the worker even if no name needs it, to share the work.
 _BATCH_WORKER_MIN = 256
-# Names handed to the worker at a time: its pipe starts moving before the batch is ready.
-_CHUNK = 128
+# This process reads this many names between looks at the worker's pipes (~110 us of work).
+_BLOCK = 32
+# The worker is handed _CHUNK more bytes of names whenever less than _LOW of what it was
+# given is unanswered.  c++filt reads ~60 bytes a microsecond, so _LOW is ~0.3 ms of its
+# work: more than this process's _BLOCK takes, so it does not run dry between two looks,
+# and at the end this process waits for it about that long.
+_LOW = 16_384
+_CHUNK = 16_384
+# Bytes the worker is handed before this process imports the `demangle` package (~15 ms;
+# the pipe holds ~10 ms of answers) or ctypes (~3 ms), once per process.
+_IMPORT_CHUNK = 1 << 20
+_LOAD_CHUNK = 196_608
+_ALL = 1 << 62
 
 
-def _read_unread(core: str) -> str | None:
-    """A name the worker did not read (or no worker): here if provably safe, else the package.
+def _read_cores(cores: list[str]) -> dict[str, str | None]:
+    """Each core's ``__cxa_demangle`` spelling (``None``: unread), every tier side by side.
 
-    Run as soon as the worker answers, this overlaps the `demangle` import (~40 ms, once)
-    and its ~2 ms a name with the worker's remaining work.
+    ``cores`` are distinct words of ``WORD_BYTES``.
     """
-    safe = len(core) <= CXA_MAX_LEN and inprocess_safe(core)
-    return (cxa_demangle(core) if safe else None) or _fallback(core)
-
-
-def _hand_over(session: Session, jobs: list[_Job], asked: list[_Job]) -> None:
-    """Ask the worker for ``jobs`` (emptying the list) and let the pipes move."""
-    if jobs:
-        asked.extend(jobs)
-        session.ask([job[2] for job in jobs])
-        del jobs[:]
+    batch = _Batch(cores)
+    use_worker = _WORKER.usable and (
+        len(cores) >= _BATCH_WORKER_MIN or any(len(core) > CXA_MAX_LEN for core in cores)
+    )
+    if use_worker:
+        batch.collect(_WORKER.demangle_batch([], meanwhile=batch.run))
     else:
-        session.poll()
+        batch.run(None)
+    texts = batch.texts
+    missing = [core for core in cores if core not in texts]
+    if missing and not use_worker:  # a few names refused here: one exchange with the worker
+        answers = _WORKER.demangle_batch(missing)
+        texts.update((c, t) for c, t in zip(missing, answers, strict=True) if t is not None)
+    for core in cores:
+        if core not in texts:
+            texts[core] = _read_unread(core, batch.tried)
+    return texts
+
+
+class _Batch:
+    """One batch's cores: which side reads which, and what has been read so far.
+
+    With GNU c++filt as the worker it takes names from the front of the batch, ~0.3 ms
+    of its work at a time whenever it runs low, while this process reads names from the
+    back until the two meet: both cores stay busy and both sides finish together, whatever
+    else the machine runs.  Here a name costs ~3.4 us when the quick bound proves it
+    small (:func:`diagnose.frames.mangled_bound.quick_safe`).  The names it meets and
+    will not read wait in ``deferred``, first in line for the worker: names over 1,024
+    characters (``__cxa_demangle`` refuses them, gcc PR 87675) and names the quick bound
+    cannot prove (the exact bound costs ~15 us and proves fewer than half of them;
+    c++filt reads one in ~7 us).  A name ``__cxa_demangle`` refused goes to the worker at
+    once: if the worker cannot read it either, the slow fallback is needed, and with
+    only ~0.3 ms of work queued ahead of it the answer comes back early enough for the
+    fallback to overlap with the worker's remaining work.  The Python worker is slower
+    than this process on every name, so then this process reads every name it can, with
+    the exact bound too, and the worker gets only the rest, at once.
+
+    Every core is a word of ``WORD_BYTES`` (``bare`` checked the batch, or ``prepare``
+    matched each one), so what the worker is handed is not checked again.
+    """
+
+    def __init__(self, cores: list[str]) -> None:
+        self.texts: dict[str, str | None] = {}  # settled: a spelling, or None (unreadable)
+        self.order = cores
+        self.lo = self.hi = 0  # the worker's next index, this process's end
+        self.asked: list[str] = []  # cores in the order the worker answers them
+        self.tried: set[str] = set()  # refused by __cxa_demangle here: no second try here
+        self.deferred: list[str] = []  # passed over here, waiting for the worker
+        self.share = False
+
+    def run(self, session: Session | None) -> None:
+        """Read the batch (``meanwhile`` of :meth:`Worker.demangle_batch`)."""
+        self.hi = len(self.order)
+        if session is None:
+            self._here(0, self.hi, exact=True)  # what is left over is the caller's
+            return
+        self.share = session.packed = _WORKER.native
+        if self.share and not cxa_loaded():
+            # Binding __cxa_demangle imports ctypes first (~3 ms, once per process).
+            self._give(session, _LOAD_CHUNK)
+        while self.lo < self.hi:
+            session.poll()  # also keeps both pipes moving while this process is busy
+            if session.unread:
+                self._unread(session)
+            if self.share and session.backlog < _LOW:
+                self._give(session, _CHUNK)
+            stop = max(self.lo, self.hi - _BLOCK)
+            refused = self._here(stop, self.hi, exact=not self.share)
+            self.hi = stop
+            if not self.share:
+                refused += self.deferred
+                del self.deferred[:]
+            self._ask(session, refused)
+        self._give(session, _ALL)  # what was passed over here and is still waiting
+
+    def collect(self, results: list[str | None]) -> None:
+        """Take the worker's answers (in the order asked)."""
+        texts = self.texts
+        for core, text in zip(self.asked, results, strict=True):
+            if text is not None:
+                texts[core] = text
+
+    def _here(self, start: int, stop: int, exact: bool) -> list[str]:
+        """Read ``order[start:stop]`` here; return the cores ``__cxa_demangle`` refused.
+
+        The long ones and the ones not proven small (by the quick bound, or also by the
+        exact one when ``exact``) are left in ``deferred``.
+        """
+        proven: list[str] = []
+        deferred = self.deferred
+        for core in self.order[start:stop]:
+            if len(core) <= CXA_MAX_LEN and (
+                quick_safe(core) or (exact and output_bound_bits(core) <= INPROC_BUDGET_BITS)
+            ):
+                proven.append(core)
+            else:
+                deferred.append(core)
+        refused: list[str] = []
+        texts = self.texts
+        for core, text in zip(proven, cxa_demangle_each(proven), strict=True):
+            if text is None:
+                refused.append(core)
+            else:
+                texts[core] = text
+        self.tried.update(refused)
+        return refused
+
+    def _ask(self, session: Session, words: list[str]) -> None:
+        if words:
+            self.asked += words
+            session.ask_words(words)
+
+    def _give(self, session: Session, size: int) -> None:
+        """Hand the worker the next names in line, about ``size`` bytes of them.
+
+        The names passed over here come first, then the batch from the front.
+        """
+        deferred, order = self.deferred, self.order
+        taken = 0
+        while taken < len(deferred) and size > 0:
+            size -= len(deferred[taken]) + 1
+            taken += 1
+        words = deferred[:taken]
+        del deferred[:taken]
+        stop, hi = self.lo, self.hi
+        while stop < hi and size > 0:
+            size -= len(order[stop]) + 1
+            stop += 1
+        words += order[self.lo : stop]
+        self.lo = stop
+        self._ask(session, words)
+
+    def _unread(self, session: Session) -> None:
+        """Names the worker could not read: read them another way while it works on.
+
+        The fallback is slow (~0.5 ms a name; ~15 ms to import, once per process), so
+        the worker first gets about that much more work, to stay busy meanwhile.  (Its
+        1 MiB output pipe holds ~10 ms of answers; a thread reading them during the
+        import measured no faster overall and cost CPU.)
+        """
+        indices = session.unread[:]
+        del session.unread[:]
+        if self.share:
+            more = _IMPORT_CHUNK if _fallback_style is None else 0
+            self._give(session, more + _CHUNK * len(indices))
+        for i in indices:
+            core = self.asked[i]
+            self.texts[core] = _read_unread(core, self.tried)
+
+
+def _read_unread(core: str, tried: set[str] | frozenset[str] = frozenset()) -> str | None:
+    """A name the worker did not read (or no worker): here if provably safe, else the package."""
+    if core not in tried and len(core) <= CXA_MAX_LEN and inprocess_safe(core):
+        text = cxa_demangle(core)
+        if text is not None:
+            return text
+    return _fallback(core)
 
 
 _fallback_style: Any = None

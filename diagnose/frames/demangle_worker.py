@@ -20,7 +20,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING
 
-from diagnose.frames.demangle_session import Exchange, Session
+from diagnose.frames.demangle_session import PIPE_SIZE, Exchange, Session
 from diagnose.frames.mangled_shape import MAX_OUTPUT
 
 if TYPE_CHECKING:
@@ -65,6 +65,7 @@ class Worker:
         self.strikes = 0
         self.starts = 0  # processes started, for tests and the benchmark
         self.engine: list[str] | None = None  # the command line, chosen on first use
+        self.proven = False  # a process of this engine has answered the probe
         self._proc: subprocess.Popen[bytes] | None = None
         self._exchange: Exchange | None = None
         self._busy_s = 0.0
@@ -78,7 +79,10 @@ class Worker:
 
     @property
     def native(self) -> bool:
-        """True when the worker is GNU c++filt (chosen on first use), not the Python one."""
+        """True when the worker is c++filt (chosen on first use), not the Python one.
+
+        Until a process has answered the probe this is c++filt on trust: see :meth:`demote`.
+        """
         if self.engine is None:
             self.engine = self._choose_engine()
         return self.engine[0] == "/bin/sh"
@@ -120,6 +124,16 @@ class Worker:
             finally:
                 self._busy_s += time.monotonic() - started
 
+    def prestart(self) -> None:
+        """Start the process now if none runs, so it comes up while the caller prepares.
+
+        Exec-ing ``sh`` and ``c++filt`` takes ~1 ms, the Python worker ~20 ms; a batch
+        that is sure to need the worker calls this before sorting its names.
+        """
+        with self._lock:
+            if self.usable:
+                self.exchange()
+
     def exchange(self) -> Exchange | None:
         """The running worker's pipes, starting a process if needed; ``None`` if impossible."""
         if self._proc is not None and self._owner_pid != os.getpid():
@@ -155,32 +169,39 @@ class Worker:
         )
         self.starts += 1
         self._proc, self._owner_pid, self._busy_s = proc, os.getpid(), 0.0
-        assert proc.stdin is not None
-        os.set_blocking(proc.stdin.fileno(), False)
+        assert proc.stdin is not None and proc.stdout is not None
+        for fd in (proc.stdin.fileno(), proc.stdout.fileno()):
+            os.set_blocking(fd, False)
+            _widen(fd)
         self._exchange = Exchange(proc)
         return self._exchange
 
     def _choose_engine(self) -> list[str]:
-        """GNU c++filt under ulimits when installed, else the Python worker."""
-        import shutil
-        import subprocess
+        """GNU c++filt under ulimits when one is on ``PATH``, else the Python worker.
 
-        path = shutil.which("c++filt")
+        Whether the ``c++filt`` found is GNU's (llvm-cxxfilt is also installed under
+        that name, and spells names differently) is left to its first process: its
+        answer to the probe must be GNU's spelling, or :meth:`demote` switches engines.
+        Asking ``c++filt --version`` first cost a process and ~3 ms (``shutil``, the
+        run) at the start of every process that demangles.
+        """
+        path = _on_path("c++filt")
         if path is not None and os.path.exists("/bin/sh"):
-            try:
-                done = subprocess.run(
-                    [path, "--version"],
-                    stdin=subprocess.DEVNULL,
-                    capture_output=True,
-                    timeout=self.start_timeout_s,
-                )
-                # llvm-cxxfilt is also installed as c++filt; its spelling differs.
-                if done.stdout.startswith(b"GNU c++filt"):
-                    limits = [str(self.limit_as // 1024), str(self.cpu_s * 8), path]
-                    return ["/bin/sh", "-c", CXXFILT_SH, "sh", *limits, *CXXFILT_ARGS]
-            except Exception:  # no usable c++filt: the Python worker does the same job
-                pass
+            limits = [str(self.limit_as // 1024), str(self.cpu_s * 8), path]
+            return ["/bin/sh", "-c", CXXFILT_SH, "sh", *limits, *CXXFILT_ARGS]
         return python_engine(self.limit_as, self.cpu_s)
+
+    def demote(self) -> bool:
+        """Use the Python worker when c++filt never answered the probe as GNU's would.
+
+        Called for a process that died or was given up on before its probe answer.
+        True (and the death is no strike) when this switched engines: the ``c++filt``
+        on ``PATH`` is not GNU's, or does not take ``-i -r``.
+        """
+        if self.proven or self.engine is None or self.engine[0] != "/bin/sh":
+            return False
+        self.engine = python_engine(self.limit_as, self.cpu_s)
+        return True
 
     def kill(self, strike: bool) -> None:
         """Stop the running process (if any); ``strike`` counts it as a death."""
@@ -210,6 +231,25 @@ class Worker:
         self.close()
         self.strikes = 0
         self.starts = 0
+
+
+def _on_path(name: str) -> str | None:
+    """``shutil.which(name)`` for a plain name, without importing ``shutil`` (~2 ms)."""
+    for folder in os.environ.get("PATH", os.defpath).split(os.pathsep):
+        path = os.path.join(folder or os.curdir, name)
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    return None
+
+
+def _widen(fd: int) -> None:
+    """Grow a pipe to ``PIPE_SIZE`` where the platform allows it (Linux); else leave it."""
+    try:
+        import fcntl
+
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
+    except (ImportError, AttributeError, OSError):  # not Linux, or over the user's quota
+        pass
 
 
 WORKER = Worker()
