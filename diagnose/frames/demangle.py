@@ -55,7 +55,7 @@ from diagnose.frames.mangled_shape import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
 
     from diagnose.frames.demangle_session import Session
 
@@ -353,15 +353,18 @@ class _Batch:
         """Names the worker could not read: read them another way while it works on.
 
         The fallback is slow (~0.5 ms a name; ~15 ms to import, once per process), so
-        the worker first gets about that much more work, to stay busy meanwhile.  (Its
-        1 MiB output pipe holds ~10 ms of answers; a thread reading them during the
-        import measured no faster overall and cost CPU.)
+        the worker first gets about that much more work, to stay busy meanwhile.  Its
+        1 MiB output pipe holds ~10 ms of answers, so the import is done in steps with a
+        look at the pipes between them.  (A thread reading the pipe during the import
+        measured no faster and cost CPU.)
         """
         indices = session.unread[:]
         del session.unread[:]
         if self.share:
             more = _IMPORT_CHUNK if _fallback_style is None else 0
             self._give(session, more + _CHUNK * len(indices))
+        if _fallback_style is None:
+            _load_fallback(session.poll)
         for i in indices:
             core = self.asked[i]
             self.texts[core] = _read_unread(core, self.tried)
@@ -379,15 +382,34 @@ def _read_unread(core: str, tried: set[str] | frozenset[str] = frozenset()) -> s
 _fallback_style: Any = None
 
 
-def _fallback(core: str) -> str | None:
-    """Read ``core`` with the bounded pure-Python ``demangle`` package, GNU short spelling."""
+def _load_fallback(between: Callable[[], None] = lambda: None) -> None:
+    """Import the ``demangle`` package and build its style, calling ``between`` in between.
+
+    ~15 ms in three steps of ~5 ms (the package, its Itanium scheme, the style), so a
+    caller can keep the worker's pipes moving.  Failures are left to :func:`_fallback`.
+    """
     global _fallback_style
     try:
         import demangle as pydemangle
 
+        between()
+        import demangle.schemes.itanium  # what style() would import, as a step of its own
+
+        between()
+        # `expand_std_abbreviations=False` keeps `std::ostream`, as __cxa_demangle prints.
+        _fallback_style = pydemangle.style("gnu", itanium={"expand_std_abbreviations": False})
+        between()
+    except Exception:  # no package, or a surprise in it: _fallback returns None
+        return
+
+
+def _fallback(core: str) -> str | None:
+    """Read ``core`` with the bounded pure-Python ``demangle`` package, GNU short spelling."""
+    try:
+        import demangle as pydemangle
+
         if _fallback_style is None:
-            # `expand_std_abbreviations=False` keeps `std::ostream`, as __cxa_demangle prints.
-            _fallback_style = pydemangle.style("gnu", itanium={"expand_std_abbreviations": False})
+            _load_fallback()
         out = pydemangle.demangle(core, language=("itanium",), style=_fallback_style)
     except Exception:  # LimitExceeded and friends are caught inside; this is belt and braces
         return None

@@ -31,6 +31,7 @@ _READ_SIZE = 65_536
 # (~17 ns a byte on real names), at most _MAX_NAP; see Session.finish.
 _NAP_PER_BYTE = 8.5e-9
 _MAX_NAP = 0.002
+_NAP_FROM = 32_768
 # A fresh worker is first asked this name; the answer proves it is up, speaks the protocol
 # and prints __cxa_demangle's spelling (llvm-cxxfilt would print `>>`, not `> >`).
 PROBE = b"_Z5probeISt6vectorIiSaIiEEEvv"
@@ -247,8 +248,10 @@ class Session:
                 last = time.monotonic()
                 # Let answers pile up in the pipe instead of waking for each buffer c++filt
                 # flushes (~600 wake-ups for 3,232 names, each a select, a read and a
-                # decode): nap for half the work left, as c++filt's speed predicts.
-                time.sleep(min(self.backlog * _NAP_PER_BYTE, _MAX_NAP))
+                # decode): nap for half the work left, as c++filt's speed predicts.  Not
+                # for the last few names: a nap is never shorter than ~60 us.
+                if self.backlog > _NAP_FROM:
+                    time.sleep(min(self.backlog * _NAP_PER_BYTE, _MAX_NAP))
         return self.results
 
     def _feed(self, raw: bytes | None = None, count: int = 0) -> None:
