@@ -273,7 +273,7 @@ class _Batch:
         if session is None:
             self._here(0, self.hi, exact=True)  # what is left over is the caller's
             return
-        self.share = session.packed = _WORKER.native
+        self.share = _WORKER.native
         if self.share and not cxa_loaded():
             # Binding __cxa_demangle imports ctypes first (~3 ms, once per process).
             self._give(session, _LOAD_CHUNK)
@@ -281,6 +281,8 @@ class _Batch:
             session.poll()  # also keeps both pipes moving while this process is busy
             if session.unread:
                 self._unread(session)
+            if self.share and not _WORKER.usable:
+                self.share = False  # out of strikes: read here what can be read here
             if self.share and session.backlog < _LOW:
                 self._give(session, _CHUNK)
             stop = max(self.lo, self.hi - _BLOCK)

@@ -56,7 +56,6 @@ class Exchange:
         self.answers: list[str] = []
         self.dead = False  # exited, or broke the protocol
         self.oversized = False  # the answer being read is longer than MAX_OUTPUT
-        self.packed = False  # some names were asked tab-separated (see Session.packed)
         # A fresh worker is first asked a probe name: its answer says the process is up
         # (start-up gets its own, longer timeout) and that it speaks the protocol.
         self.ready = False
@@ -67,16 +66,9 @@ class Exchange:
         del self.answers[:]
         self.asked = 0
 
-    def ask(self, raw: bytes, count: int, packed: bool = False) -> None:
-        """Queue ``count`` names joined by newlines (written as the pipe takes them).
-
-        ``packed`` sends them as one line, tab-separated (see :attr:`Session.packed`).
-        """
-        if packed:
-            self.request += raw.replace(b"\n", b"\t")
-            self.packed = True
-        else:
-            self.request += raw
+    def ask(self, raw: bytes, count: int) -> None:
+        """Queue ``count`` names joined by newlines (written as the pipe takes them)."""
+        self.request += raw
         self.request += b"\n"
         self.asked += count
 
@@ -123,16 +115,15 @@ class Exchange:
                 return
 
     def _take(self, chunk: bytes) -> None:
-        # An answer ends at a newline, or at a tab when the names were packed (c++filt
-        # echoes both; neither occurs inside a demangled name or a UTF-8 sequence).
-        cut = max(chunk.rfind(b"\n"), chunk.rfind(b"\t"))
+        cut = chunk.rfind(b"\n")
         if cut < 0:
             self.partial += chunk
         else:
-            # One decode and one split a chunk, not one an answer.
+            # One decode and one split a chunk, not one a line ("\n" never occurs inside
+            # a UTF-8 sequence, so cutting at it first changes nothing).
             head = bytes(self.partial) + chunk[:cut] if self.partial else chunk[:cut]
             self.partial = bytearray(chunk[cut + 1 :])
-            lines = head.replace(b"\t", b"\n").decode("utf-8", "replace").split("\n")
+            lines = head.decode("utf-8", "replace").split("\n")
             if not self.ready:
                 self.ready = lines.pop(0) == PROBE_TEXT
                 if not self.ready:  # not our worker: none of its answers count
@@ -141,7 +132,7 @@ class Exchange:
             self.answers += lines
         if len(self.answers) > self.asked:
             self.dead = True  # more answers than names: not our protocol
-        # An answer longer than any result we keep: stop reading it (it could be 200 MB).
+        # A line longer than any result we keep: stop reading it (it could be 200 MB).
         self.oversized = len(self.partial) > MAX_OUTPUT
 
 
@@ -156,12 +147,6 @@ class Session:
 
     def __init__(self, worker: Worker) -> None:
         self.worker = worker
-        # Ask c++filt for names tab-separated, a line a chunk: it flushes its output at
-        # each newline, so one name a line costs it a write() a name, ~30 % of its CPU
-        # time on real names.  The price: a worker that dies mid-line may leave several
-        # names unanswered, not one, so after such a death the rest of the batch goes
-        # one a line again, where the first name without an answer is the culprit.
-        self.packed = False
         self.names: list[str] = []  # as sent: "" stands for a name that could not be
         self.results: list[str | None] = []
         self.done = 0  # names before this index have their result
@@ -275,8 +260,7 @@ class Session:
         if left:
             if raw is None or left != count:  # a fresh worker: the rest of the batch
                 raw = "\n".join(self.names[start:]).encode("ascii")
-            # Only c++filt reads packed lines (the Python worker reads a name a line).
-            self.exchange.ask(raw, left, self.packed and self.worker.native)
+            self.exchange.ask(raw, left)
             self.poll()
 
     def _collect(self) -> None:
@@ -304,14 +288,7 @@ class Session:
         exchange = self.exchange
         self.exchange = None
         if exchange is not None and self.done < self.base + exchange.asked and exchange.ready:
-            if exchange.oversized or not exchange.packed:
-                # The culprit keeps None.  (An oversized answer is the one being read
-                # even when packed.)  A worker that never came up read nothing.
-                self.done += 1
-            else:
-                # Died with packed names: the culprit is one of those after the last
-                # answer, but which is unknown.  They go again one a line, no strike yet.
-                self.packed = strike = False
+            self.done += 1  # the culprit keeps None; a worker that never came up read nothing
         if exchange is not None and not exchange.ready and self.worker.demote():
             strike = False  # not GNU c++filt after all: the rest goes to the Python worker
         self.worker.kill(strike=strike)
