@@ -599,6 +599,45 @@ def test_gdb_and_trtllm_frames_on_one_line_are_split() -> None:
     ]
 
 
+def test_prefixed_worker_log_that_lost_its_newlines_is_split() -> None:
+    # Every record of a worker's traceback once began with the same process + logger prefix.
+    pre = "(Worker pid=51) ERROR 02-01 10:00:00 [executor.py:90] "
+    raw = (
+        f'{pre}Traceback (most recent call last): {pre}  File "/srv/run.py", line 4, in step '
+        f"{pre}    out = model(x) {pre}RuntimeError: NPU out of memory."
+    )
+    assert normalize(raw) == [
+        LogLine(1, "Traceback (most recent call last):", "pid=51"),
+        LogLine(1, '  File "/srv/run.py", line 4, in step', "pid=51"),
+        LogLine(1, "    out = model(x)", "pid=51"),
+        LogLine(1, "RuntimeError: NPU out of memory.", "pid=51"),
+    ]
+
+
+def test_collapsed_line_that_starts_inside_a_frame_keeps_the_code_under_it() -> None:
+    # The paste's previous physical line ended mid-path; this one starts with the frame's rest.
+    pre = "(EngineCore_DP0 pid=8) ERROR 05-05 05:05:05 [core.py:1] "
+    raw = f'lib/app/layer.py", line 9, in merge {pre}y = torch.cat(parts) {pre}ValueError: bad'
+    assert texts(raw) == [
+        'lib/app/layer.py", line 9, in merge',
+        "    y = torch.cat(parts)",
+        "ValueError: bad",
+    ]
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "INFO 02-01 10:00:00 [ray.py:12] stopping (Worker pid=51) and (Worker pid=52) after a fault",
+        "WARNING 02-01 10:00:00 [ray.py:12] restarting (Worker pid=51) since it stopped replying",
+        "see (Worker pid=51) then (Worker pid=51)",
+    ],
+)
+def test_worker_mentions_in_a_message_are_not_split(content: str) -> None:
+    # Two different workers, or one mention, are a message; a short line is never a paste.
+    assert len(normalize(content)) == 1
+
+
 @pytest.mark.parametrize(
     "content",
     [

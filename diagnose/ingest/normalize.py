@@ -4,11 +4,11 @@ A log reaches us wrapped in layers, outermost first: chat quoting (``> ``), mark
 fences and ``<details>`` HTML, entity escaping, log-shipper prefixes (docker, k8s,
 journald, mpirun), process prefixes (vLLM/Ray workers, sglang ranks), logger prefixes
 (vLLM, glog), and terminal damage (ANSI colour, ``\\r`` progress bars, backspaces).
-Sometimes the newlines themselves are gone (a whole traceback pasted on one line) or a
-long frame was hard-wrapped at the terminal width (a common width, or one the text shows
-by its own cut lines).  :func:`normalize` peels the layers off and returns
-:class:`~diagnose.model.LogLine` objects that keep the ORIGINAL 1-based line number and
-the rank/process the prefix named.
+Sometimes the newlines themselves are gone (a whole traceback, or a run of worker-prefixed
+records, pasted on one line) or a long frame was hard-wrapped at the terminal width (a
+common width, or one the text shows by its own cut lines).  :func:`normalize` peels the
+layers off and returns :class:`~diagnose.model.LogLine` objects that keep the ORIGINAL
+1-based line number and the rank/process the prefix named.
 
 Everything here is linear time: each regex is anchored or literal-led, and runs only
 after a cheap literal check says it can match.  Content that merely looks like a prefix
@@ -811,6 +811,56 @@ def _split_pasted(text: str) -> list[str]:
     return pieces
 
 
+# A process prefix repeated mid-line: a prefixed log (vLLM/Ray workers) that lost its
+# newlines, e.g. copied from a rendered page (vllm-project/vllm-ascend#1617), where every
+# "(VllmWorkerProcess pid=N) ERROR MM-DD hh:mm:ss [file.py:N]" once started a line.  Same
+# shape as _WORKER, but only after whitespace: a prefix is never glued to a word.  Linear:
+# literal-led, and every repeated part is bounded and ends at a character it cannot contain.
+_MID_WORKER = lazy(
+    r"(?<=\s)\((?:[A-Za-z_][\w.:-]{0,63})?(?:,? ?(?:rank|pid|ip|node|node_id|repr)"
+    r"=[\w.:/-]{1,64})+\) "
+)
+_FRAME_TAIL = lazy(r'\.py", line \d+, in [\w<>.]+$')
+
+
+def _split_prefixed(text: str) -> list[tuple[str, str | None]] | None:
+    """Split a line holding one process prefix twice or more mid-line; None when it does not.
+
+    The caller has checked that ``pid=`` occurs twice (the literal prefilter).
+
+    Each piece loses its prefixes the way a whole line would (worker, then logger), and
+    keeps the rank they name.  One mention of a worker ("restarting (Worker pid=7)") or two
+    different workers on one line is a message, not a collapsed log: the very same prefix
+    text must recur.  Frames and the code under them are indented as
+    :func:`_split_pasted` does, so the traceback reads as one.
+    """
+    found = [m for m in _MID_WORKER.finditer(text) if "pid=" in m[0]]
+    if len(found) < 2 or len({m[0] for m in found}) == len(found):
+        return None
+    pieces: list[tuple[str, str | None]] = []
+    head = text[: found[0].start()].rstrip()
+    if head:
+        pieces.append((head, None))
+    # The head may be the tail of a frame whose start is on the line before ('...py", line 9,
+    # in f'): the code under it is indented like any frame's.
+    after_frame = head.lstrip().startswith('File "') or _FRAME_TAIL.search(head) is not None
+    ends = [m.start() for m in found[1:]] + [len(text)]
+    for match, end in zip(found, ends, strict=True):
+        ident = _Ident()
+        body, _ = _strip_prefixes(text[match.start() : end].strip(), ident)
+        lead = body.lstrip()
+        if not lead:
+            continue
+        if lead.startswith('File "'):
+            body, after_frame = "  " + lead, True
+        elif after_frame and _NEW_RECORD.match(lead) is None:
+            body, after_frame = "    " + lead, False
+        else:
+            after_frame = False
+        pieces.append((body, ident.value))
+    return pieces
+
+
 # --- public API -----------------------------------------------------------------------------
 
 
@@ -859,7 +909,21 @@ def _emit(line: _Clean) -> list[LogLine]:
     # A re-joined frame is never split again: its pieces would come from later lines.
     if len(line.text) < _MIN_PASTE_LEN or line.joined > 1:
         return [LogLine(line.number, line.text, line.rank)]
-    return [LogLine(line.number, piece, line.rank) for piece in _split_pasted(line.text)]
+    # Literal prefilter inline (one scan, no call) for the common line: without "pid=" twice
+    # there is no repeated worker prefix.  A mid-line prefix must name its pid; the ip=-only
+    # Ray form is left to the line-start stripper.
+    text = line.text
+    first = text.find("pid=")
+    twice = first >= 0 and text.find("pid=", first + 4) >= 0
+    prefixed = _split_prefixed(text) if twice else None
+    if prefixed is None:
+        return [LogLine(line.number, piece, line.rank) for piece in _split_pasted(line.text)]
+    # A piece may itself hold a collapsed traceback; its pieces share the prefix's rank.
+    return [
+        LogLine(line.number, part, rank or line.rank)
+        for piece, rank in prefixed
+        for part in _split_pasted(piece)
+    ]
 
 
 def normalize(text: str, first_line: int = 1) -> list[LogLine]:
