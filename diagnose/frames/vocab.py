@@ -290,32 +290,40 @@ def _balanced(text: str, start: int) -> str:
 
 
 def _from_text(parsed: ParsedName, facts: _Facts) -> None:
-    """Shapes, stages and dtype tokens spelled inside identifiers and `[with ...]` text."""
+    """Shapes, stages and dtype tokens spelled inside identifiers and `[with ...]` text.
+
+    Each pattern runs only when a literal every match contains is present (most kernel
+    names hold none of them), which spares compiling and running it.
+    """
     text = parsed.text
-    for m in _NAMED_SHAPE.finditer(text):
-        sub = parse_name(_balanced(text, m.start("val")))
-        kind = "cluster" if m.group("kind") == "ClusterShape" else "tile"
-        if sub.template_args and len(sub.template_args) == 3:
-            facts.shape(kind, _triple(TemplateArg(text="", args=sub.template_args)))
-    for m in _NAMED_ELEMENT.finditer(text):
-        facts.dtype(canonical_dtype(m.group(1)))
-    for m in _GLUED_SHAPE.finditer(text):
-        kind = "cluster" if m.group("kind") == "ClusterShape" else "tile"
-        facts.shape(kind, (int(m.group(2)), int(m.group(3)), int(m.group(4))))
+    if "Shape" in text:
+        if "=" in text:
+            for m in _NAMED_SHAPE.finditer(text):
+                sub = parse_name(_balanced(text, m.start("val")))
+                kind = "cluster" if m.group("kind") == "ClusterShape" else "tile"
+                if sub.template_args and len(sub.template_args) == 3:
+                    facts.shape(kind, _triple(TemplateArg(text="", args=sub.template_args)))
+        for m in _GLUED_SHAPE.finditer(text):
+            kind = "cluster" if m.group("kind") == "ClusterShape" else "tile"
+            facts.shape(kind, (int(m.group(2)), int(m.group(3)), int(m.group(4))))
+    if "Element" in text and "=" in text:
+        for m in _NAMED_ELEMENT.finditer(text):
+            facts.dtype(canonical_dtype(m.group(1)))
     ident = parsed.name or text
-    for m in _XSHAPE.finditer(ident):
-        t = (int(m.group(1)), int(m.group(2)), int(m.group(3)))
-        before = ident[max(0, m.start() - 16) : m.start()].lower()
-        if "warp" in before:
-            continue  # warpgroupsize1x1x1 is a warp layout, not a cluster
-        facts.shape("cluster" if "cluster" in before else "any", t)
-    m2 = _CUTLASS2_TILE.search(ident)
-    if m2 is not None:
-        a, b, c, st = (int(g) for g in m2.groups())
-        facts.shape("tile", (a, b, c))
-        if facts.stages is None:
-            facts.stages = st
-    if facts.stages is None:
+    if "x" in ident:
+        for m in _XSHAPE.finditer(ident):
+            t = (int(m.group(1)), int(m.group(2)), int(m.group(3)))
+            before = ident[max(0, m.start() - 16) : m.start()].lower()
+            if "warp" in before:
+                continue  # warpgroupsize1x1x1 is a warp layout, not a cluster
+            facts.shape("cluster" if "cluster" in before else "any", t)
+        m2 = _CUTLASS2_TILE.search(ident)
+        if m2 is not None:
+            a, b, c, st = (int(g) for g in m2.groups())
+            facts.shape("tile", (a, b, c))
+            if facts.stages is None:
+                facts.stages = st
+    if facts.stages is None and "tage" in text:  # Stage, Stages, StageCount, stages
         ms = _STAGES.search(text)
         if ms is not None:
             facts.stages = int(ms.group(1) or ms.group(2))
