@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from diagnose.errors import RuleFileError
 from diagnose.kb import KnowledgeBase, load_kb, mask_signature
@@ -411,3 +413,17 @@ def test_import_is_cheap() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.split()
     assert out[0] == "False"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="0xX1aF/\\~.:-_ <>()\t\n\u00a0\x1cCG9", max_size=40))
+def test_mask_signature_prechecks_change_nothing(text: str) -> None:
+    import re
+
+    from diagnose import kb
+
+    # The plain form: every pattern always applied, whitespace collapsed by a regex.
+    plain = kb._HEX.sub("<ADDR>", text)
+    plain = kb._PATH.sub("<PATH>", plain)
+    plain = kb._NUMBER.sub("<N>", plain)
+    assert kb.mask_signature(text) == re.sub(r"\s+", " ", plain).strip()
