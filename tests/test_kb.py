@@ -418,8 +418,6 @@ def test_import_is_cheap() -> None:
 @settings(max_examples=300, deadline=None)
 @given(st.text(alphabet="0xX1aF/\\~.:-_ <>()\t\n\u00a0\x1cCG9", max_size=40))
 def test_mask_signature_prechecks_change_nothing(text: str) -> None:
-    import re
-
     from diagnose import kb
 
     # The plain form: every pattern always applied, whitespace collapsed by a regex.
