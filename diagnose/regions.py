@@ -382,7 +382,16 @@ _PREFIX_RE = lazy(
 )
 # The characters a match of _PREFIX_RE can start with, once leading spaces are stripped (a
 # test checks each alternative): most messages start with none, and need no regex call.
-_PREFIX_HEADS = frozenset(">([0123456789IWDECF=w")
+# A digit can only open a date (\d{4} then - or /): a numbered frame line is no prefix.
+_PREFIX_HEADS = frozenset(">([IWDECF=w")
+
+
+def _may_have_prefix(text: str) -> bool:
+    """False when no alternative of ``_PREFIX_RE`` can match at the start of ``text``."""
+    head = text[:1]
+    if head.isdigit():  # a superset of what \d matches
+        return text[:4].isdigit() and text[4:5] in ("-", "/")
+    return head in _PREFIX_HEADS
 _RANK_TEXT_RE = lazy(r"\[(?:PG [^\]]*?)?Rank (\d+)\]")
 _MASK_RE = lazy(rf"{_HEX}|\b[0-9a-fA-F]{{8,}}\b|\d+")
 
@@ -391,7 +400,7 @@ def _strip_prefixes(text: str) -> str:
     """Drop log-record prefixes from ``text`` so the message starts at the error itself."""
     out = text.strip()
     for _ in range(8):  # bounded: each round removes one prefix
-        m = _PREFIX_RE.match(out) if out[:1] in _PREFIX_HEADS else None
+        m = _PREFIX_RE.match(out) if _may_have_prefix(out) else None
         if m is None or m.end() == 0:
             break
         rest = out[m.end() :].strip()
