@@ -323,3 +323,15 @@ def test_special_and_leading_heads_never_hide_a_match(text: str) -> None:
         assert text.startswith(names._SPECIAL_HEADS), text
     if names._LEADING_WORDS.match(text):
         assert text.startswith(names._LEADING_HEADS), text
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="ab:<>()[]{}, `'-lambd0opert\n", max_size=40))
+def test_plain_tokenizer_agrees_without_operator(text: str) -> None:
+    from diagnose.frames import names
+
+    if "operator" in text:
+        return
+    full = [(m.lastgroup, m.span()) for m in names._TOKEN.finditer(text)]
+    plain = [(m.lastgroup, m.span()) for m in names._PLAIN_TOKEN.finditer(text)]
+    assert full == plain
