@@ -335,3 +335,14 @@ def test_plain_tokenizer_agrees_without_operator(text: str) -> None:
     full = [(m.lastgroup, m.span()) for m in names._TOKEN.finditer(text)]
     plain = [(m.lastgroup, m.span()) for m in names._PLAIN_TOKEN.finditer(text)]
     assert full == plain
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="constvlaigedhruf &*_1 2:", max_size=30))
+def test_argument_pattern_heads_never_hide_a_match(text: str) -> None:
+    from diagnose.frames import names
+
+    if names._ARG_LEAD.match(text):
+        assert text.startswith(names._ARG_LEAD_HEADS), text
+    if names._BUILTIN_MULTI.match(text):
+        assert text.startswith(names._BUILTIN_HEADS), text
