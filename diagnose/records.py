@@ -13,9 +13,9 @@ compiles every start).
 except that while it runs, the ``exec`` that ``dataclasses`` looks up by name is
 one that keeps the compiled code of each generated source text.  The code is
 stored beside the package's own bytecode
-(``diagnose/__pycache__/dataclass-methods.<cache tag>.marshal``), so it has
-the same trust as the ``.pyc`` files there: only whoever can write the installed
-package can change it, and ``PYTHONDONTWRITEBYTECODE`` is honoured.  The key is
+(``diagnose/__pycache__/dataclass-methods-v1.<cache tag>.marshal``, or under
+``PYTHONPYCACHEPREFIX``), so it has the same trust as the package's ``.pyc`` files:
+only whoever can write those can change it, and ``PYTHONDONTWRITEBYTECODE`` is honoured.  The key is
 the whole source text, so a hit runs exactly what compiling would have produced;
 anything unexpected (an unreadable or foreign file, an unwritable directory, a
 future ``dataclasses`` that compiles differently) falls back to plain compiling.
@@ -56,11 +56,20 @@ _added = False
 
 
 def _file() -> Path | None:
-    """Where the compiled methods live, or ``None`` when this interpreter has no bytecode tag."""
+    """Where the compiled methods live, or ``None`` when this interpreter has no bytecode tag.
+
+    Beside the package's ``.pyc`` files, or under ``PYTHONPYCACHEPREFIX`` when that is set
+    (as Python places bytecode for a read-only install).
+    """
     tag: str | None = sys.implementation.cache_tag  # None where bytecode caching is off
     if tag is None:
         return None
-    return Path(__file__).parent / "__pycache__" / f"dataclass-methods-v{_FORMAT}.{tag}.marshal"
+    name = f"dataclass-methods-v{_FORMAT}.{tag}.marshal"
+    package = Path(__file__).resolve().parent
+    prefix: str | None = sys.pycache_prefix
+    if prefix:
+        return Path(prefix, *package.parts[1:], name)
+    return package / "__pycache__" / name
 
 
 def _load() -> dict[str, CodeType]:
@@ -106,7 +115,7 @@ def save() -> None:
     _added = False
     try:
         merged = {**_load(), **_codes}
-        path.parent.mkdir(exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
         tmp.write_bytes(marshal.dumps(merged))
         os.replace(tmp, path)

@@ -154,3 +154,10 @@ def test_fresh_interpreter_builds_identical_objects_from_the_cache() -> None:
     ]
     assert outs[0][0] == outs[1][0] and outs[0][0].startswith("{")
     assert outs[1][1] == "compiled-new False"
+
+
+def test_pycache_prefix_is_honoured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "pycache_prefix", str(tmp_path / "prefix"))
+    path = records._file()
+    assert path is not None and path.is_relative_to(tmp_path / "prefix")
+    assert path.parent.name == Path(records.__file__).resolve().parent.name
