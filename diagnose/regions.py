@@ -218,6 +218,7 @@ _ERR_LITERALS = (
     "No space left",
     "EP_HOST_ASSERT",
     "current devices",
+    "Got completion",
 )
 
 # (kind, weight, pattern): the first pattern of the highest weight decides a line's kind.
@@ -241,6 +242,9 @@ _VOCAB: tuple[tuple[str, int, LazyPattern], ...] = (
             r"triton\.[\w.]*(?:OutOfResources|CompilationError|PTXASError|Error)"
             r"|out of resource: shared memory|OutOfResources|PassManager::run failed"
             r"|PTXAS error|ptxas (?:error|fatal)\b"
+            # ptxas naming the JIT's temp file: "ptxas /tmp/tmpab12.ptx, line 661; error : ..."
+            # (vllm-project/vllm#15511); the line carries no other error word.
+            r"|ptxas \S+\.ptx, line \d+; error"
         ),
     ),
     (
@@ -250,6 +254,12 @@ _VOCAB: tuple[tuple[str, int, LazyPattern], ...] = (
             r"NCCL error|nccl(?:Unhandled\w+|System|Internal|InvalidArgument|InvalidUsage"
             r"|Remote)Error|NCCL WARN .{0,200}?(?:fail|rror|imeout|bort)|DistBackendError"
             r"|NCCL communicator was aborted"
+            # nccl-tests' NCCLCHECK: "Test NCCL failure common.cu:1204 'unhandled cuda error ...'"
+            # (NVIDIA/nccl-tests#322), and an IB work completion that failed, which NCCL words
+            # as "Got completion from peer X with status=12 ... vendor err 129" with no error
+            # word (NVIDIA/nccl#1814, plugins call themselves NET/IBP or NET/IBext).
+            r"|NCCL failure \S+:\d+ '"
+            r"|NET/IB\w*\s?:\s?Got completion (?:from peer \S+ )?with (?:error \d|status=[1-9])"
         ),
     ),
     (
@@ -392,6 +402,8 @@ def _may_have_prefix(text: str) -> bool:
     if head.isdigit():  # a superset of what \d matches
         return text[:4].isdigit() and text[4:5] in ("-", "/")
     return head in _PREFIX_HEADS
+
+
 _RANK_TEXT_RE = lazy(r"\[(?:PG [^\]]*?)?Rank (\d+)\]")
 _MASK_RE = lazy(rf"{_HEX}|\b[0-9a-fA-F]{{8,}}\b|\d+")
 

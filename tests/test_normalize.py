@@ -241,6 +241,32 @@ def test_fences_quotes_details_entities_backticks() -> None:
     ]
 
 
+def test_inline_code_spread_over_several_lines() -> None:
+    # One backtick opens the first line of a multi-line paste and one closes the last; the
+    # prefixes behind them are then read as usual (sgl-project/sglang#3932).
+    plain = [
+        "[rank6]:[E1107 03:21:09.4410 ProcessGroupNCCL.cpp:616] [Rank 6] Watchdog caught",
+        "[rank6]:[E1107 03:21:09.4417 ProcessGroupNCCL.cpp:1785] [PG ID 1] Timeout at work 9",
+    ]
+    wrapped = normalize("\n".join(["`" + plain[0], plain[1] + "`"]))
+    assert wrapped == normalize("\n".join(plain))
+    assert [line.rank for line in wrapped] == ["rank6", "rank6"]
+    # A hard wrap inside the span keeps its cut: the blank before the wrap still joins words.
+    # (The first physical line is 80 wide, a terminal width, and ends in the cut's blank.)
+    wrapped_cut = (
+        "`RuntimeError: CUDA error: an illegal memory access was encountered by kernel 3 \n"
+    )
+    wrapped_cut += "of fused_moe_grouped_gemm`"
+    assert texts(wrapped_cut) == [
+        "RuntimeError: CUDA error: an illegal memory access was encountered by kernel 3"
+        " of fused_moe_grouped_gemm"
+    ]
+    assert texts("a lone ` in the middle stays\nthe `num_stages` knob stays") == [
+        "a lone ` in the middle stays",
+        "the `num_stages` knob stays",
+    ]
+
+
 def test_entities_that_would_invent_letters_are_left_alone() -> None:
     assert one("&#65; &copy; &amp;lt;").text == "&#65; &copy; &lt;"
 

@@ -198,6 +198,29 @@ INFO retrying"""
             "nvshmem-error",
         ),
         ("triton.compiler.errors.CompilationError: at 3:8: unsupported dtype", "triton-error"),
+        # ptxas with the JIT's temp file name and no other error word (vllm-project/vllm#15511).
+        (
+            "ptxas /tmp/tmpx0a1b2.ptx, line 93; error   : Modifier '.evict_first' cannot be "
+            "combined with modifier '.cs'",
+            "triton-error",
+        ),
+        # nccl-tests' own failure line (NVIDIA/nccl-tests#322).
+        (
+            "node-7: Test NCCL failure common.cu:1088 'unhandled system error (run with "
+            "NCCL_DEBUG=INFO for details) / '",
+            "nccl-error",
+        ),
+        # A failed IB work completion, newer and plugin wordings (NVIDIA/nccl#1814, #1664).
+        (
+            "gpu-3:771:802 [2] net_ib.cc:1438 NCCL WARN NET/IB : Got completion from peer "
+            "10.0.4.9<41100> with status=12 opcode=0 len=0 vendor err 129 (Recv)",
+            "nccl-error",
+        ),
+        (
+            "NET/IBP:Got completion from peer 10.0.4.9<41100> with status=12 opcode=32698 "
+            "len=0 vendor err 129 (Send)",
+            "nccl-error",
+        ),
         ("ValueError: tokenizer file /m/tok.json is empty", "error-line"),
         ("torch.OutOfMemoryError: tried to allocate 3.00 GiB", "error-line"),
         ("AssertionError", "error-line"),
@@ -221,6 +244,17 @@ def test_healthy_lines_make_no_region() -> None:
 [2025-01-01 10:00:01] INFO:     10.1.2.3:40000 - "POST /v1/completions HTTP/1.1" 200
 Using the default chat template; avail mem=40.11 GB
 [2025-01-01 10:00:02 TP0] Capture cuda graph end. Time elapsed: 4.2 s"""
+    assert find_regions(_lines(text)) == []
+
+
+def test_healthy_network_and_ptx_lines_make_no_region() -> None:
+    # Near misses of the NCCL/ptxas vocabulary: start-up INFO lines naming the IB devices,
+    # nccl-tests' results table, and ptxas's verbose register report.
+    text = """\
+gpu-3:771:771 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB ; OOB eth0:10.0.4.8<0>
+gpu-3:771:802 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0
+    33554432       8388608     float     sum      -1   1312.4   25.57   47.94      0
+ptxas info    : Used 168 registers, 416 bytes cmem[0]"""
     assert find_regions(_lines(text)) == []
 
 

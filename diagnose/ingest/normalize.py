@@ -256,6 +256,13 @@ def _strip_markup(text: str) -> str:
         if len(body) > 2 and body[0] == body[-1] == "`" and "`" not in body[1:-1]:
             lead = text[: len(text) - len(text.lstrip())]
             text = lead + body[1:-1]
+        # Inline code stretched over several lines: a single backtick opens the first line
+        # and another closes the last (sgl-project/sglang#3932, NVIDIA/nccl#1814).  Left in
+        # place it hides the line's prefix ("`[rank4]:[E304 ...", "`host:1:2 [4] ...").
+        # Only the backtick goes: the blanks around it still tell a hard wrap's cut.
+        elif body.count("`") == 1 and (body[0] == "`" or body[-1] == "`"):
+            cut = text.index("`")
+            text = text[:cut] + text[cut + 1 :]
     return text
 
 
