@@ -49,9 +49,13 @@ T = TypeVar("T")
 
 #: Bump when the file layout changes.
 _FORMAT = 1
+#: Entries kept in the file.  A checkout whose classes keep changing would otherwise keep
+#: every old method text; past this, a save keeps only what its own process used.
+MAX_ENTRIES = 2000
 _lock = threading.Lock()
 _active = 0  # decorations in progress (dataclasses.exec is ours while > 0)
 _codes: dict[str, CodeType] | None = None
+_used: set[str] = set()  # source texts this process executed
 _added = False
 
 
@@ -94,6 +98,7 @@ def _exec(source: object, globals_: dict[str, Any] | None = None, locals_: Any =
         return
     if _codes is None:
         _codes = _load()
+    _used.add(source)
     code = _codes.get(source)
     if code is None:
         code = compile(source, "<string>", "exec")  # the file name exec(str) would give
@@ -115,6 +120,8 @@ def save() -> None:
     _added = False
     try:
         merged = {**_load(), **_codes}
+        if len(merged) > MAX_ENTRIES:
+            merged = {k: v for k, v in _codes.items() if k in _used}
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
         tmp.write_bytes(marshal.dumps(merged))

@@ -161,3 +161,26 @@ def test_pycache_prefix_is_honoured(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     path = records._file()
     assert path is not None and path.is_relative_to(tmp_path / "prefix")
     assert path.parent.name == Path(records.__file__).resolve().parent.name
+
+
+def test_file_keeps_only_used_methods_past_the_cap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / "methods.marshal"
+    stale = compile("pass", "<string>", "exec")
+    target.write_bytes(marshal.dumps({f"# stale {i}\n": stale for i in range(5)}))
+    monkeypatch.setattr(records, "_file", lambda: target)
+    monkeypatch.setattr(records, "_codes", None)
+    monkeypatch.setattr(records, "_used", set())
+    monkeypatch.setattr(records, "_added", False)
+    monkeypatch.setattr(records, "MAX_ENTRIES", 3)
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+
+    @record
+    class Kept:
+        a_field_only_this_test_uses: int
+
+    records.save()
+    stored = marshal.loads(target.read_bytes())
+    assert stored and not any(k.startswith("# stale") for k in stored)
+    assert all(k in records._used for k in stored)
