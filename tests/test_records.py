@@ -17,6 +17,20 @@ from diagnose.model import Frame
 from diagnose.records import record
 
 ROOT = Path(__file__).resolve().parents[1]
+_PACKAGE_FILE = records._file  # the real location, before the fixture points it elsewhere
+
+
+@pytest.fixture(autouse=True)
+def cache_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private compiled-methods file and fresh cache state, so no test class ever lands in
+    the package's own file (``save`` runs at exit) and each test starts empty."""
+    target = tmp_path / "__pycache__" / "methods.marshal"
+    monkeypatch.setattr(records, "_file", lambda: target)
+    monkeypatch.setattr(records, "_codes", None)
+    monkeypatch.setattr(records, "_used", set())
+    monkeypatch.setattr(records, "_added", False)
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    return target
 
 
 def _declare() -> tuple[type, type]:
@@ -91,12 +105,10 @@ def test_second_declaration_runs_the_cached_code(monkeypatch: pytest.MonkeyPatch
     assert second(1, 2) == second(1, 2) and second is not first
 
 
-def test_cache_round_trip_and_damaged_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    target = tmp_path / "__pycache__" / "methods.marshal"
-    monkeypatch.setattr(records, "_file", lambda: target)
-    monkeypatch.setattr(records, "_codes", None)
-    monkeypatch.setattr(records, "_added", False)
-    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+def test_cache_round_trip_and_damaged_file(
+    cache_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = cache_file
 
     @record
     class Fresh:
@@ -116,13 +128,11 @@ def test_cache_round_trip_and_damaged_file(tmp_path: Path, monkeypatch: pytest.M
     assert Again(3).some_unusual_field_name_for_this_test == 3
 
 
-def test_dont_write_bytecode_is_honoured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    target = tmp_path / "methods.marshal"
-    monkeypatch.setattr(records, "_file", lambda: target)
+def test_dont_write_bytecode_is_honoured(cache_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(records, "_added", True)
     monkeypatch.setattr(sys, "dont_write_bytecode", True)
     records.save()
-    assert not target.exists()
+    assert not cache_file.exists()
 
 
 def test_public_results_still_pickle_and_compare() -> None:
@@ -158,23 +168,19 @@ def test_fresh_interpreter_builds_identical_objects_from_the_cache() -> None:
 
 def test_pycache_prefix_is_honoured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "pycache_prefix", str(tmp_path / "prefix"))
-    path = records._file()
+    path = _PACKAGE_FILE()
     assert path is not None and path.is_relative_to(tmp_path / "prefix")
     assert path.parent.name == Path(records.__file__).resolve().parent.name
 
 
 def test_file_keeps_only_used_methods_past_the_cap(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    cache_file: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    target = tmp_path / "methods.marshal"
+    target = cache_file
     stale = compile("pass", "<string>", "exec")
+    target.parent.mkdir(parents=True)
     target.write_bytes(marshal.dumps({f"# stale {i}\n": stale for i in range(5)}))
-    monkeypatch.setattr(records, "_file", lambda: target)
-    monkeypatch.setattr(records, "_codes", None)
-    monkeypatch.setattr(records, "_used", set())
-    monkeypatch.setattr(records, "_added", False)
     monkeypatch.setattr(records, "MAX_ENTRIES", 3)
-    monkeypatch.setattr(sys, "dont_write_bytecode", False)
 
     @record
     class Kept:
