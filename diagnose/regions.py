@@ -452,6 +452,26 @@ def _is_frame(s: str) -> bool:
     return False
 
 
+def _is_long_glibc_frame(window: str, text: str) -> bool:
+    """True for a ``backtrace_symbols`` line whose symbol runs past the classified window.
+
+    glibc puts its frame marker at the end (``module(symbol+0xoff) [0xaddr]``), and CUTLASS
+    kernel names alone run to 2-5 KB, so the window holds nothing but module and symbol:
+    no blank, an opening parenthesis, and a tail that closes the frame.
+    """
+    return (
+        "(" in window
+        and " " not in window
+        and "\t" not in window
+        and "[0x" in text[-_GLIBC_TAIL:]
+        and _GLIBC_TAIL_RE.search(text, len(text) - _GLIBC_TAIL) is not None
+    )
+
+
+# The end of a glibc frame line: "+0xoff) [0xaddr]", addresses of at most 16 digits.
+_GLIBC_TAIL = 64
+_GLIBC_TAIL_RE = lazy(rf"[^\s()]\+{_HEX}\)\s*\[{_HEX}\]\s*$")
+
 _ERR_LITERAL_RE = lazy("|".join(re.escape(lit) for lit in _ERR_LITERALS))
 
 
@@ -551,7 +571,7 @@ def _classify(text: str, has_literal: bool = True) -> int:
             return _ASAN
     if "ost recent call last" in t and re.search(r"[Tt]race[Bb]ack \(most recent call last\)", t):
         return _TB
-    if _is_frame(s):
+    if _is_frame(s) or (len(text) > _WINDOW and _is_long_glibc_frame(s, text)):
         return _FRAME
     if first == "E" and s.startswith("Exception raised from "):
         return _C10HDR

@@ -164,6 +164,50 @@ def test_glibc_backtrace_without_header() -> None:
     assert len(r.frames) == 3
 
 
+def _long_kernel_symbol(size: int) -> str:
+    """A mangled CUTLASS-like kernel name of about ``size`` characters (ours, made up)."""
+    args = "".join(f"N4cute1CILi{n}EEE" for n in range(size // 16))
+    return f"_ZN7cutlass13device_kernelIN4frob6kernel9GemmTileI{args}EEEvNT_6ParamsE"
+
+
+def test_glibc_frame_whose_symbol_runs_past_the_window_stays_in_its_backtrace() -> None:
+    # backtrace_symbols prints its marker at the end of the line; a 3 KB kernel name pushed
+    # it out of the classified window, which split one backtrace into many regions.
+    long = _long_kernel_symbol(3000)
+    text = f"""\
+terminate called after throwing an instance of 'std::runtime_error'
+  what():  frob kernel launch failed
+/opt/app/libfrob.so(_ZN4frob6engine4stepEv+0x1c) [0x7f33bb000100]
+/opt/app/libfrob.so({long}+0x2a0f0) [0x7f33bb0a0f0]
+/opt/app/libfrob.so(+0x2a0f0)[0x7f33bb0a0f1]
+/lib/x86_64-linux-gnu/libc.so.6(__libc_start_main+0xf3)[0x7f33cc000200]
+INFO shutting down"""
+    r = _one(text)
+    assert r.kind == "cpp-terminate"
+    assert r.lines == (1, 6)
+    assert len(r.frames) == 4
+    frame = r.frames[1]
+    assert frame.dialect == "glibc" and frame.module == "/opt/app/libfrob.so"
+    assert frame.offset == "+0x2a0f0" and frame.address == "0x7f33bb0a0f0"
+    assert frame.function == "cutlass::device_kernel"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # Long, ends like a frame, but prose or a list: a blank inside the window.
+        "x" * 10 + " " + "y" * 3000 + "(_Z3fooCv+0x1c) [0x7f00]",
+        # Long word with no parenthesis at all.
+        "z" * 3000 + "+0x1c) [0x7f00]",
+        # Long symbol-like word that does not close as a frame.
+        "/opt/app/libfrob.so(" + "a" * 3000 + " [0x7f00]",
+    ],
+)
+def test_long_lines_that_only_end_like_a_glibc_frame_are_not_frames(line: str) -> None:
+    regions = find_regions(_lines(f"INFO start\n{line}\nINFO done"))
+    assert all(r.kind != "cpp-backtrace" for r in regions)
+
+
 def test_cuda_error_lines_group_with_their_hints() -> None:
     text = """\
 frob_compute: GATHER failed
