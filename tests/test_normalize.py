@@ -348,6 +348,23 @@ def test_python_frame_cut_at_80_columns_is_joined() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    "template",
+    [
+        "frame #{n}: frob::recurse(int) + 0x1c (0x7f00{n:08x} in /opt/lib/libfrob.so)",
+        "#{n} 0x00007f00{n:08x} in frob::recurse (depth=7) at /src/frob/recur.cc:1234",
+    ],
+)
+def test_deep_recursion_frames_as_wide_as_a_terminal_stay_apart(template: str) -> None:
+    # Past frame 9,999 a frame line of a recursion dump can fill exactly 80 columns; it must
+    # not be taken for the cut head of the frame before it (a million-frame dump was
+    # re-joined eight lines at a time).
+    rows = [template.format(n=n) for n in range(123_450, 123_470)]
+    assert {len(row) for row in rows} == {80}
+    lines = normalize("\n".join(rows))
+    assert [line.text for line in lines] == rows
+
+
 def test_multi_line_wrap_is_joined_up_to_the_limit() -> None:
     head = "frame #3: toolkit::launch<toolkit::Tile<"
     parts = [f"Arg{i}," for i in range(MAX_JOINED_LINES + 3)]

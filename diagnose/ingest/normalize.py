@@ -482,8 +482,11 @@ def _clean(number: int, raw: str, fence: _Fence) -> _Clean:
 
 # --- soft-wrap re-joining -------------------------------------------------------------------
 
+# Frame numbers run past 9,999 only in deep-recursion dumps; there a gdb frame must show its
+# address to count, so an issue number opening a line ("#12345 fixed") is not a frame.
 _FRAME_START = lazy(
-    r"\s*(?:#\d{1,4}\s+(?:0x[0-9a-fA-F]+\s|[\w:<~]|\?\?)|frame #\d{1,4}: "
+    r"\s*(?:#\d{1,4}\s+(?:0x[0-9a-fA-F]+\s|[\w:<~]|\?\?)|#\d{5,7}\s+0x[0-9a-fA-F]+\s"
+    r"|frame #\d{1,7}: "
     r"|\d{1,3} {2,}0x[0-9a-fA-F]{4,}|File \"|0x[0-9a-fA-F]{6,}\s|[\w./+-]{1,400}\.so(?:\.\d+)*\()"
 )
 _NEW_RECORD = lazy(
@@ -748,8 +751,8 @@ def _infer_wraps(lines: Iterable[_Clean]) -> Iterator[_Clean]:
 _SPLIT_STRONG = lazy(
     r"Traceback \(most recent call last\):"
     r"|(?<![\w\"])File \"[^\"\n]{1,4096}\", line \d+"
-    r"|(?<![\w#])frame #\d{1,4}: "
-    r"|(?<![\w#])#\d{1,4} +0x[0-9a-fA-F]{4,} in "
+    r"|(?<![\w#])frame #\d{1,7}: "
+    r"|(?<![\w#])#\d{1,7} +0x[0-9a-fA-F]{4,} in "
     r"|(?<=\s)\d{1,3} +0x[0-9a-fA-F]{8,16} "
     r"|terminate called "
 )
