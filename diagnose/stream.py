@@ -250,6 +250,10 @@ class StreamDiagnoser:
         self._win_active = 0  # index in the window of the last hit/continuation line
         self._quiet = 0
         self._last_end = 0  # last line of the previous window (context never overlaps it)
+        # A window was cut inside a block (a recursion dump of a million frames): the rest of
+        # that block is passed over, or each "frame #" trigger in it would open a window and
+        # one crash would be reported dozens of times.
+        self._overflow = False
 
     def _process(self, buf: bytes, out: list[Diagnosis | Ready]) -> None:
         """Handle ``buf``: whole lines, each ending in ``\\n``."""
@@ -259,6 +263,9 @@ class StreamDiagnoser:
         pos, line_no = 0, self._next_line
         search = self._any.search
         while pos < end:
+            if self._win is None and self._overflow:
+                pos, line_no = self._pass_block(buf, pos, line_no, end)
+                continue
             if self._win is None:
                 m = search(buf, pos)
                 if m is None:
@@ -324,6 +331,22 @@ class StreamDiagnoser:
             elif len(win) >= self.max_window_lines or self._win_bytes >= self.max_window_bytes:
                 self.stats.cut_windows += 1
                 self._complete(out)
+                self._overflow = True
+        return pos, line_no
+
+    def _pass_block(self, buf: bytes, pos: int, line_no: int, end: int) -> tuple[int, int]:
+        """Pass over the rest of a cut block; stop before the first line that ends it.
+
+        That line is read as usual, so a Python traceback's exception line (which comes
+        last) still opens a window, with the block's last lines as its context.
+        """
+        while pos < end:
+            stop = buf.find(b"\n", pos)
+            raw = buf[pos:stop]
+            if not (raw.strip() and continues_block(raw)):
+                self._overflow = False
+                break
+            pos, line_no = stop + 1, line_no + 1
         return pos, line_no
 
     def _remember_tail(self, buf: bytes, end: int) -> None:

@@ -136,9 +136,27 @@ def test_a_huge_frame_block_is_cut_into_bounded_windows() -> None:
         f"frame #{i}: frob::recurse(int) + 0x1c (0x7f00{i:08x} in /l.so)" for i in range(50_000)
     ]
     rows = ["terminate called after throwing an instance of 'std::bad_alloc'", *frames]
-    result = _scan_text("\n".join(rows), max_window_lines=1000)
-    assert all(len(w.lines) <= 1000 for w in result.windows)
-    assert result.total_lines == len(rows)
+    later = ["INFO restarting", "RuntimeError: CUDA error: an illegal memory access was encountered"]
+    rows += later
+    for chunk in (4096, 1 << 20):
+        result = _scan_text("\n".join(rows), max_window_lines=1000, chunk_size=chunk)
+        # One window for the block (its head: the message and the top frames), not one per
+        # thousand "frame #" lines; the crash after the block still gets its own.
+        assert [w.first_line for w in result.windows] == [1, len(rows) - 20]
+        assert len(result.windows[0].lines) == 1000
+        assert result.windows[-1].lines[-1] == later[-1]
+        assert result.total_lines == len(rows)
+        assert result.hits == len(rows) - 1  # every frame line still counts as a candidate
+        _check_windows(result, rows)
+
+
+def test_a_huge_python_traceback_keeps_its_head_and_its_exception_line() -> None:
+    frames = [f'  File "/srv/m{i % 7}.py", line {i % 90 + 1}, in f\n    f()' for i in range(30_000)]
+    rows = ["Traceback (most recent call last):", *"\n".join(frames).split("\n")]
+    rows.append("RecursionError: maximum recursion depth exceeded")
+    result = _scan_text("\n".join(rows), max_window_lines=1000, chunk_size=8192)
+    assert [w.first_line for w in result.windows] == [1, len(rows) - 20]
+    assert result.windows[-1].lines[-1] == rows[-1]
     _check_windows(result, rows)
 
 

@@ -123,11 +123,18 @@ def test_same_crash_long_after_is_a_new_report() -> None:
 def test_huge_trace_is_cut_not_kept() -> None:
     frames = [f"frame #{i}: libfoo.so(+0x{i:x}) [0x{i:x}]" for i in range(30_000)]
     lines = [*healthy(10), "terminate called after throwing an instance of 'c10::Error'", *frames]
+    lines += [*healthy(50), *crash(message="misaligned address"), *healthy(10)]
     engine = StreamDiagnoser(max_window_lines=5000)
+    reports: list[Diagnosis] = []
     for line in lines:
-        engine.feed(line + "\n")
-    engine.close()
-    assert engine.stats.cut_windows >= 5
+        reports += [e for e in engine.feed(line + "\n") if not isinstance(e, Ready)]
+    reports += [e for e in engine.close() if not isinstance(e, Ready)]
+    # The block is cut once and the rest of it passed over: one report for it, not one per
+    # 5,000 "frame #" lines, and the crash after it is still reported.
+    assert engine.stats.cut_windows == 1
+    assert [d.crashes[0].lines[0] for d in reports] == [11, len(lines) - 10 - 6 + 1]
+    assert reports[0].crashes[0].lines[1] == 5_000
+    assert "misaligned" in reports[1].crashes[-1].message
 
 
 def test_long_line_without_newline_is_bounded() -> None:

@@ -331,6 +331,10 @@ class _Scanner:
         self.line_base = 1  # number of the first line of the next buffer
         self.lo = 0  # where the current buffer's lines start
         self.tail: deque[bytes] = deque(maxlen=before)  # last lines of earlier buffers
+        # A window filled up inside a block (a recursion dump of a million frames): the rest
+        # of that block is passed over, or every trigger in it ("frame #") would open a
+        # window of its own and one crash would read as dozens.
+        self.overflow = False
         self.hits = 0
         self.context_lines: list[tuple[int, str]] = []
 
@@ -343,6 +347,10 @@ class _Scanner:
             pos, line_no = self._extend(buf, pos, line_no, end)
         search = self.union.search
         while pos < end:
+            if self.overflow:
+                pos, line_no = self._pass_block(buf, pos, line_no, end)
+                if pos >= end:
+                    break
             m = search(buf, pos, end)
             if m is None:
                 break
@@ -433,7 +441,27 @@ class _Scanner:
             line_no += 1
             if len(win.lines) >= self.max_window_lines or win.size > self.max_window_bytes:
                 self._close()
+                self.overflow = True
                 return stop + 1, line_no
+        return end + 1, line_no
+
+    def _pass_block(self, buf: bytes, pos: int, line_no: int, end: int) -> tuple[int, int]:
+        """Pass over the rest of an overflowed block; stop at the first line that ends it.
+
+        That line is read as usual: a Python traceback's exception line comes last, so a
+        trigger there opens a window whose context is the block's last lines.
+        """
+        search = self.trigger.search
+        context = self.context
+        for begin, stop in _lines_in(buf, pos, end + 1):
+            raw = buf[begin:stop]
+            if not continues_block(raw):
+                self.overflow = False
+                return begin, line_no
+            self.hits += search(raw) is not None
+            if context is not None and context.search(raw) is not None:
+                self._note_context(line_no, raw)
+            line_no += 1
         return end + 1, line_no
 
     def _stop(self, begin: int, line_no: int) -> tuple[int, int]:
