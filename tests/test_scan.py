@@ -135,18 +135,27 @@ def test_a_huge_frame_block_is_cut_into_bounded_windows() -> None:
     frames = [
         f"frame #{i}: frob::recurse(int) + 0x1c (0x7f00{i:08x} in /l.so)" for i in range(50_000)
     ]
+    frames[40_000] = "frame #40000: frob::driver_version_probe() + 0x8 (0x7f0000009c40 in /l.so)"
     rows = ["terminate called after throwing an instance of 'std::bad_alloc'", *frames]
-    later = ["INFO restarting", "RuntimeError: CUDA error: an illegal memory access was encountered"]
+    later = [
+        "INFO restarting",
+        "RuntimeError: CUDA error: an illegal memory access was encountered",
+    ]
     rows += later
     for chunk in (4096, 1 << 20):
-        result = _scan_text("\n".join(rows), max_window_lines=1000, chunk_size=chunk)
+        result = _scan_text(
+            "\n".join(rows), max_window_lines=1000, chunk_size=chunk, context_literals=[b"version"]
+        )
         # One window for the block (its head: the message and the top frames), not one per
         # thousand "frame #" lines; the crash after the block still gets its own.
         assert [w.first_line for w in result.windows] == [1, len(rows) - 20]
         assert len(result.windows[0].lines) == 1000
         assert result.windows[-1].lines[-1] == later[-1]
         assert result.total_lines == len(rows)
-        assert result.hits == len(rows) - 1  # every frame line still counts as a candidate
+        assert result.hits < 1000 + 25  # the rest of the block is passed over, not searched
+        # ... but its context lines are still noted, at their own line numbers.
+        noted = [(n, text) for n, text in result.context if "driver_version" in text]
+        assert noted == [(40_002, rows[40_001])]
         _check_windows(result, rows)
 
 

@@ -152,7 +152,7 @@ class ScanResult:
     context: tuple[tuple[int, str], ...]  # (line number, raw line) per context-literal line
     total_lines: int
     total_bytes: int
-    hits: int  # candidate lines found (before merging into windows)
+    hits: int  # candidate lines found (before merging; a cut block's rest is not searched)
     dropped_windows: int = 0
 
 
@@ -449,20 +449,36 @@ class _Scanner:
         """Pass over the rest of an overflowed block; stop at the first line that ends it.
 
         That line is read as usual: a Python traceback's exception line comes last, so a
-        trigger there opens a window whose context is the block's last lines.
+        trigger there opens a window whose context is the block's last lines.  The lines
+        passed over are not counted as hits; context lines among them are still noted
+        (one automaton pass over the span, not a search a line).
         """
-        search = self.trigger.search
-        context = self.context
-        for begin, stop in _lines_in(buf, pos, end + 1):
-            raw = buf[begin:stop]
-            if not continues_block(raw):
+        first, start, stop_at = line_no, pos, end + 1
+        while pos <= end:
+            nl = buf.find(b"\n", pos, end + 1)
+            stop = end + 1 if nl == -1 else nl
+            if not continues_block(buf[pos:stop]):
                 self.overflow = False
-                return begin, line_no
-            self.hits += search(raw) is not None
-            if context is not None and context.search(raw) is not None:
-                self._note_context(line_no, raw)
-            line_no += 1
-        return end + 1, line_no
+                stop_at = pos
+                break
+            pos, line_no = stop + 1, line_no + 1
+        if self.context is not None:
+            self._note_context_in(buf, start, stop_at, first)
+        return stop_at, line_no
+
+    def _note_context_in(self, buf: bytes, start: int, stop: int, line_no: int) -> None:
+        """Note each context-literal line of ``buf[start:stop]`` (whole lines from ``line_no``)."""
+        pos = start
+        while pos < stop:
+            m = self.context.search(buf, pos, stop)
+            if m is None:
+                return
+            begin = buf.rfind(b"\n", pos, m.start()) + 1 or pos
+            line_no += buf.count(b"\n", pos, begin)
+            nl = buf.find(b"\n", m.start(), stop)
+            end = stop if nl == -1 else nl
+            self._note_context(line_no, buf[begin:end])
+            pos, line_no = end + 1, line_no + 1
 
     def _stop(self, begin: int, line_no: int) -> tuple[int, int]:
         """End the open window before the line at ``begin``; drop its trailing blank lines."""
