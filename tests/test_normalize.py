@@ -131,6 +131,19 @@ def test_smart_quotes_in_python_frame() -> None:
         ("[rank12]:[W ProcessGroup.cpp:9] warn", "[W ProcessGroup.cpp:9] warn", "rank12"),
         ("[1,6]<stdout>: step 5 done", "step 5 done", "1,6"),
         (
+            '[default3]:  File "/srv/run.py", line 9, in main',
+            '  File "/srv/run.py", line 9, in main',
+            "default3",
+        ),
+        ("[trainer12]:[rank12]: RuntimeError: x", "RuntimeError: x", "trainer12"),
+        ("[2031-02-03T04:05:06.789Z] [stderr] RuntimeError: x", "RuntimeError: x", None),
+        ("2031-02-03 04:05:06,789 - toolkit.engine - ERROR - died", "died", None),
+        (
+            "2031-02-03 04:05:06,789 - toolkit.engine - loaded - fine",
+            "toolkit.engine - loaded - fine",
+            None,
+        ),
+        (
             "[0,11]<stderr>:Traceback (most recent call last):",
             "Traceback (most recent call last):",
             "0,11",
@@ -197,6 +210,8 @@ def test_nested_prefixes_keep_the_most_specific_rank() -> None:
         "[1/11] /usr/local/cuda/bin/nvcc -c kernel.cu",
         "host-a:1234:5678 [0] NCCL INFO Bootstrap",
         "Error 03-04 is not a level",
+        "[sm90]: no kernel image",
+        "[stderr]: no blank after it",
     ],
 )
 def test_content_that_looks_like_a_prefix_is_kept(content: str) -> None:

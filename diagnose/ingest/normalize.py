@@ -282,6 +282,11 @@ _BRACKET_PREFIX = lazy(
     rf"{_TS}(?: (?P<tags>{_TAGS}))?\]"
     # torchrun/torch.distributed: [rank3]: (also [rank3]:[E...] with no space)
     r"|(?P<rank>rank\d{1,5})\]:"
+    # torchrun --tee / --log-dir: [default3]: (role name, then the local rank); no blank
+    # follows, so none is taken (see _strip_one_prefix)
+    r"|(?P<role>[A-Za-z][A-Za-z_]{2,31}\d{1,5})\]:"
+    # Azure ML and other job runners: [stderr] after their timestamp
+    r"|std(?:out|err)\](?= )"
     # mpirun --tag-output: [1,6]<stdout>:
     r"|(?P<mpi>\d{1,5},\d{1,6})\]<(?:stdout|stderr)>:"
     # TensorRT logger timestamp: [10/01/2025-08:26:34]; the [TRT] [W] after it is content
@@ -309,6 +314,8 @@ _NAME_TAGS = lazy(r"(?:[_-](?:[A-Z]{2,4}\d{1,5}))+$")
 _DIGIT_PREFIX = lazy(
     # loguru: 2026-01-02 10:00:00.123 | ERROR    | module:func:12 - message
     rf"{_TS} \| {_LEVEL} {{0,8}}\| [\w.<>:-]{{1,200}} - "
+    # python logging's cookbook format: asctime - name - levelname - message
+    rf"|{_TS} - [\w.<>-]{{1,200}} - {_LEVEL} - "
     # docker --timestamps / k8s (CRI adds 'stdout F'), python logging "ts - ", ts | message
     rf"|{_TS}(?: (?:stdout|stderr) [FP])?(?: - | \| | ?)"
 )
@@ -369,9 +376,11 @@ def _strip_one_prefix(text: str, ident: _Ident) -> str | None:
         match = _BRACKET_PREFIX.match(text)
         if match is None:
             return None
-        tags, rank, mpi, pod, pid = match.group("tags", "rank", "mpi", "pod", "pid")
-        if tags or rank or mpi:
-            ident.offer(tags or rank or mpi, 3)
+        tags, rank, mpi, role, pod, pid = match.group("tags", "rank", "mpi", "role", "pod", "pid")
+        if tags or rank or mpi or role:
+            ident.offer(tags or rank or mpi or role, 3)
+        if role:  # the blank after "[default0]:" is the message's own indentation
+            return text[match.end("role") + 2 :]
         elif pod:
             ident.offer(pod, 2)
         elif pid:
