@@ -186,6 +186,76 @@ def test_prefixes(raw: str, text: str, rank: str | None) -> None:
     assert one(raw) == LogLine(1, text, rank)
 
 
+TRACEBACK = [
+    "Traceback (most recent call last):",
+    '  File "/srv/toolkit/loop.py", line 88, in run',
+    "    self.step()",
+    "RuntimeError: CUDA error: an illegal memory access was encountered",
+]
+
+
+def test_docker_json_file_records_are_unwrapped() -> None:
+    import json
+
+    raw = "\n".join(
+        json.dumps({"log": line + "\n", "stream": "stderr", "time": "2031-01-02T10:00:00Z"})
+        for line in TRACEBACK
+    )
+    assert normalize(raw) == [LogLine(i + 1, line) for i, line in enumerate(TRACEBACK)]
+
+
+def test_a_structured_record_holding_a_whole_traceback_is_split_at_its_markers() -> None:
+    import json
+
+    raw = json.dumps({"levelname": "ERROR", "message": "\n".join(TRACEBACK)})
+    assert texts(raw) == TRACEBACK
+    assert {line.number for line in normalize(raw)} == {1}
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        '{"config": {"tp": 8}, "note": "no text key"}',
+        '{"log": "not closed"',
+        '{"log": 42}',
+        "{'log': 'python repr, not JSON'}",
+    ],
+)
+def test_json_like_lines_without_a_text_field_are_kept(content: str) -> None:
+    assert one(content) == LogLine(1, content, None)
+
+
+@pytest.mark.parametrize("label", ["node07", "worker-1", "gpu-a100-3.cluster.local", "12"])
+def test_host_labels_are_learned_from_a_traceback_and_stripped(label: str) -> None:
+    raw = "\n".join([f"{label}: loading shards", *(f"{label}: {line}" for line in TRACEBACK)])
+    lines = normalize(raw)
+    # The first line is read before the label is known to be one; every later one is not.
+    assert lines[0] == LogLine(1, f"{label}: loading shards")
+    assert lines[1:] == [LogLine(i + 2, line, label) for i, line in enumerate(TRACEBACK)]
+
+
+def test_two_hosts_interleaved_keep_their_own_labels() -> None:
+    rows = [f"{host}: {line}" for line in TRACEBACK for host in ("node07", "node08")]
+    lines = normalize("\n".join(rows))
+    assert [line.rank for line in lines] == ["node07", "node08"] * len(TRACEBACK)
+    assert [line.text for line in lines[::2]] == TRACEBACK
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        # No digit: an ordinary word and a colon, even before a traceback.
+        ["error: Traceback (most recent call last):", "error: something else"],
+        # A label-like word never followed by a traceback or a frame.
+        ["step10: loss 2.31", "step10: loss 2.29"],
+        # Upper case: an exception name, not a host.
+        ["CUDA12: Traceback (most recent call last):"],
+    ],
+)
+def test_words_that_only_look_like_host_labels_are_kept(rows: list[str]) -> None:
+    assert texts("\n".join(rows)) == rows
+
+
 def test_nested_prefixes_keep_the_most_specific_rank() -> None:
     raw = "(Worker pid=700) (Worker_TP1 pid=700) ERROR 03-05 09:56:09 [executor.py:880] [1/11] nvcc"
     assert one(raw) == LogLine(1, "[1/11] nvcc", "TP1")

@@ -445,9 +445,71 @@ class _Clean:
     cut_pair: bool = False  # ends mid-token and the next line reads as its rest (evidence)
 
 
-def _clean(number: int, raw: str, fence: _Fence) -> _Clean:
-    """Peel every layer off one physical line."""
+# --- shipper records and host labels --------------------------------------------------------
+
+# Keys that hold the line in a JSON log record: docker's json-file and fluent-bit ("log"),
+# structured loggers ("message", "msg"), Google Cloud Logging exports ("textPayload").
+_JSON_TEXT_KEYS = ("log", "message", "msg", "textPayload")
+
+
+def _unwrap_json(text: str) -> str:
+    """The log line inside a JSON record (``{"log": "...\\n", "stream": ...}``), else ``text``.
+
+    A record holding a whole multi-line message gets its newlines as blanks: that is a
+    one-line paste, which :func:`_split_pasted` splits at its frame markers.
+    """
+    import json
+
+    try:
+        record = json.loads(text)
+    except ValueError:
+        return text
+    if isinstance(record, dict):
+        for key in _JSON_TEXT_KEYS:
+            value = record.get(key)
+            if isinstance(value, str):
+                return value.rstrip("\r\n").replace("\r\n", " ").replace("\n", " ")
+    return text
+
+
+# pdsh, DeepSpeed's multi-node launcher and `srun --label` put "host: " (or "3: ") before
+# every line a process prints.  A word and a colon also start ordinary messages, so a label
+# is learned, not assumed: it must hold a digit and be followed once by a traceback header
+# or a frame; from then on it is stripped from every line that carries it.
+_HOST_LABEL = lazy(r"([a-z0-9][a-z0-9.-]{0,62}): ")
+_LABEL_EVIDENCE = (
+    "Traceback (most recent call last)",
+    'File "',
+    "frame #",
+    "terminate called",
+    "[rank",
+)
+_MAX_LABELS = 1024  # a pdsh fan-out of this many hosts is already rare
+
+
+def _strip_host_label(text: str, labels: set[str]) -> tuple[str, str | None]:
+    """``text`` without a learned (or now learned) host label, and the label."""
+    match = _HOST_LABEL.match(text)
+    if match is None:
+        return text, None
+    host = match.group(1)
+    rest = text[match.end() :]
+    if host not in labels:
+        if (
+            len(labels) >= _MAX_LABELS
+            or not any(c.isdigit() for c in host)
+            or not rest.lstrip(" ").startswith(_LABEL_EVIDENCE)
+        ):
+            return text, None
+        labels.add(host)
+    return rest, host
+
+
+def _clean(number: int, raw: str, fence: _Fence, labels: set[str] | None = None) -> _Clean:
+    """Peel every layer off one physical line (``labels``: host labels learned so far)."""
     text = raw
+    if text.startswith('{"') and text.rstrip().endswith("}"):
+        text = _unwrap_json(text)
     # isascii() is O(1) and isprintable() a tight C loop: most lines skip the pass.
     if not (text.isascii() and text.isprintable()):
         if "\x1b" in text or "\x9b" in text:
@@ -476,7 +538,14 @@ def _clean(number: int, raw: str, fence: _Fence) -> _Clean:
     text = _strip_markup(text)
 
     ident = _Ident()
+    host = None
+    first = text[:1]
+    if labels is not None and (first.islower() or first.isdigit()) and ": " in text[:66]:
+        text, host = _strip_host_label(text, labels)
     text, prefixed = _strip_prefixes(text, ident) if text else (text, False)
+    if host is not None:
+        ident.offer(host, 2)
+        prefixed = True
     if "\r" in text:
         text = _last_segment(text)
         if text:
@@ -908,8 +977,9 @@ def normalize_lines(lines: Iterable[tuple[int, str]]) -> Iterator[LogLine]:
     waits for the line that may continue it.  Never raises on any text.
     """
     fence = _Fence()
+    labels: set[str] = set()
     held: _Clean | None = None
-    for line in _infer_wraps(_clean(number, raw, fence) for number, raw in lines):
+    for line in _infer_wraps(_clean(number, raw, fence, labels) for number, raw in lines):
         if held is not None:
             if _continues(held, line):
                 held = _join(held, line)
