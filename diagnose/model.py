@@ -22,12 +22,16 @@ class LogLine:
     """One normalised line of the input and the original line number it came from.
 
     ``rank`` keeps the process/rank identity a log prefix named (``TP3``,
-    ``rank=2``, ``1,6``) after the prefix itself was stripped from ``text``.
+    ``rank=2``, ``1,6``) after the prefix itself was stripped from ``text``;
+    ``level`` the log level it named (``"WARNING"``, ``"ERROR"``, ...), which says
+    whether an error-looking line was only logged as a warning.  Two lines with the
+    same number, text and rank are equal whatever their level.
     """
 
     number: int
     text: str
     rank: str | None = None
+    level: str | None = field(default=None, compare=False)
 
 
 @record

@@ -1039,7 +1039,7 @@ def _frames_of(
     for line, c in zip(body, classes, strict=True):
         if c in (_PYFRAME, _FRAME, _CSAN):
             if c == _CSAN:
-                line = LogLine(line.number, line.text.lstrip()[9:].strip(), line.rank)
+                line = LogLine(line.number, line.text.lstrip()[9:].strip(), line.rank, line.level)
             try:
                 frame = parse(line)
             except Exception:  # a contract breach must not lose the region

@@ -126,6 +126,8 @@ def test_smart_quotes_in_python_frame() -> None:
         ("(RayWorkerWrapper pid=2077, ip=10.9.8.7) hello", "hello", "pid=2077"),
         ("(EngineCore_DP3 pid=88) crashed", "crashed", "DP3"),
         ("(Worker_PP1_TP2_EP3 pid=91) crashed", "crashed", "PP1_TP2_EP3"),
+        ("(VllmWorker TP0 pid=118) crashed", "crashed", "TP0"),
+        ("(VllmWorker DP1 TP3 pid=7) crashed", "crashed", "DP1 TP3"),
         ("(pid=4711) raylet says hi", "raylet says hi", "pid=4711"),
         ("[rank3]: torch.OutOfMemoryError: x", "torch.OutOfMemoryError: x", "rank3"),
         ("[rank12]:[W ProcessGroup.cpp:9] warn", "[W ProcessGroup.cpp:9] warn", "rank12"),
@@ -254,6 +256,33 @@ def test_two_hosts_interleaved_keep_their_own_labels() -> None:
 )
 def test_words_that_only_look_like_host_labels_are_kept(rows: list[str]) -> None:
     assert texts("\n".join(rows)) == rows
+
+
+@pytest.mark.parametrize(
+    ("raw", "level"),
+    [
+        (
+            "(VllmWorker TP0 pid=118) WARNING 08-16 20:48:53 [custom_all_reduce.py:147] off",
+            "WARNING",
+        ),
+        ("ERROR 01-02 02:39:17 worker_base.py:467] boom", "ERROR"),
+        ("W0110 12:27:06.332000 158 torch/_dynamo/convert_frame.py:1551] recompiling", "WARNING"),
+        ("E0102 10:00:00.123456 12345 server.cc:12] Check failed", "ERROR"),
+        ("2031-01-02 10:00:00.123 | WARNING  | toolkit.server:main:42 - slow", "WARNING"),
+        ("2031-02-03 04:05:06,789 - toolkit.engine - INFO - loaded", "INFO"),
+        # No level in the prefix (sglang), or no prefix at all.
+        ("[2031-02-03 04:05:06 TP1] Decode transfer failed", None),
+        ("RuntimeError: CUDA error: out of memory", None),
+        # The level is the logger's, not a word of the message.
+        ("[rank0]: WARNING text that only mentions a level", None),
+    ],
+)
+def test_the_level_a_prefix_names_is_kept(raw: str, level: str | None) -> None:
+    assert one(raw).level == level
+
+
+def test_lines_differing_only_in_level_are_equal() -> None:
+    assert LogLine(3, "x", "TP0", "WARNING") == LogLine(3, "x", "TP0")
 
 
 def test_nested_prefixes_keep_the_most_specific_rank() -> None:

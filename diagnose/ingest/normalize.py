@@ -303,28 +303,30 @@ _BRACKET_PREFIX = lazy(
 _C10_STAMP = lazy(r"\[([EWIF])\d{3,4} \d\d:\d\d:\d\d\.\d{1,9} (\d+ )?(?=[\w./-]+:\d+\])")
 
 # vLLM/Ray worker prefix: (VllmWorker rank=2 pid=123) (RayWorkerWrapper pid=1054, ip=10.1.2.3)
-# (EngineCore_DP0 pid=17833) (pid=123) — needs a pid= or ip= field to count.
+# (EngineCore_DP0 pid=17833) (pid=123), and vLLM V1's (VllmWorker TP0 pid=118) with its
+# parallel ranks as words after the name — needs a pid= or ip= field to count.
+_WORKER_NAME = r"[A-Za-z_][\w.:-]{0,63}(?: [A-Z]{2,4}\d{1,5}){0,4}"
 _WORKER = lazy(
-    r"\((?P<name>[A-Za-z_][\w.:-]{0,63})?(?:,? ?(?P<kv>(?:rank|pid|ip|node|node_id|repr)"
+    rf"\((?P<name>{_WORKER_NAME})?(?:,? ?(?P<kv>(?:rank|pid|ip|node|node_id|repr)"
     r"=[\w.:/-]{1,64}))+\) ?"
 )
 _WORKER_KV = lazy(r"\b(rank|pid)=([\w.-]+)")
-_NAME_TAGS = lazy(r"(?:[_-](?:[A-Z]{2,4}\d{1,5}))+$")
+_NAME_TAGS = lazy(r"(?:[_ -](?:[A-Z]{2,4}\d{1,5}))+$")
 
 _DIGIT_PREFIX = lazy(
     # loguru: 2026-01-02 10:00:00.123 | ERROR    | module:func:12 - message
-    rf"{_TS} \| {_LEVEL} {{0,8}}\| [\w.<>:-]{{1,200}} - "
+    rf"{_TS} \| (?P<loguru>{_LEVEL}) {{0,8}}\| [\w.<>:-]{{1,200}} - "
     # python logging's cookbook format: asctime - name - levelname - message
-    rf"|{_TS} - [\w.<>-]{{1,200}} - {_LEVEL} - "
+    rf"|{_TS} - [\w.<>-]{{1,200}} - (?P<cookbook>{_LEVEL}) - "
     # docker --timestamps / k8s (CRI adds 'stdout F'), python logging "ts - ", ts | message
     rf"|{_TS}(?: (?:stdout|stderr) [FP])?(?: - | \| | ?)"
 )
 _ALPHA_PREFIX = lazy(
     # vLLM logger: ERROR 01-02 02:39:17 worker_base.py:467] / INFO 03-04 ... [core.py:12]
-    rf"{_LEVEL} \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{{1,6}})? "
+    rf"(?P<vllm>{_LEVEL}) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{{1,6}})? "
     r"(?:\[[\w./-]{1,200}:\d{1,6}\]|[\w./-]{1,200}:\d{1,6}\]) ?"
     # glog: E0102 10:00:00.123456 12345 file.cc:12]
-    r"|[IWEF]\d{4} \d\d:\d\d:\d\d\.\d{1,9} +\d{1,10} [\w./-]{1,200}:\d{1,6}\] ?"
+    r"|(?P<glog>[IWEF])\d{4} \d\d:\d\d:\d\d\.\d{1,9} +\d{1,10} [\w./-]{1,200}:\d{1,6}\] ?"
     # journald: Mar 03 10:00:00 host python[123]:
     rf"|{_MON} [ \d]\d \d\d:\d\d:\d\d [\w.-]{{1,253}} [\w./@-]{{1,200}}(?:\[\d+\])?: ?"
 )
@@ -344,10 +346,14 @@ _PIPE = lazy(r" {0,4}\| ")
 
 @record(frozen=False)
 class _Ident:
-    """The best process identity seen in a line's prefixes (rank beats pid/container)."""
+    """The best process identity seen in a line's prefixes (rank beats pid/container).
+
+    ``level`` is the log level a prefix named, spelled as :data:`_LEVELS` spells it.
+    """
 
     value: str | None = None
     strength: int = 0
+    level: str | None = None
 
     def offer(self, value: str | None, strength: int) -> None:
         """Keep ``value`` when it names the process more specifically than what we have."""
@@ -395,10 +401,12 @@ def _strip_one_prefix(text: str, ident: _Ident) -> str | None:
     if first.isdigit():
         match = _DIGIT_PREFIX.match(text) if text[4:5] == "-" else None
         if match:
+            _note_level(match.group("loguru") or match.group("cookbook"), ident)
             return text[match.end() :]
     elif first in _ALPHA_FIRST:
         match = _ALPHA_PREFIX.match(text)
         if match:
+            _note_level(match.group("vllm") or match.group("glog"), ident)
             return text[match.end() :]
     if first.isalnum() and "| " in text[:80]:
         match = _COMPOSE.match(text)
@@ -410,6 +418,21 @@ def _strip_one_prefix(text: str, ident: _Ident) -> str | None:
         if match and not text.rstrip().endswith("|"):
             return text[match.end() :]
     return None
+
+
+# Level names as prefixes spell them -> one spelling (glog's single letters included).
+_LEVELS = {
+    "W": "WARNING", "WARN": "WARNING", "WARNING": "WARNING",
+    "E": "ERROR", "ERROR": "ERROR", "CRITICAL": "CRITICAL",
+    "F": "FATAL", "FATAL": "FATAL",
+    "I": "INFO", "INFO": "INFO", "DEBUG": "DEBUG", "TRACE": "TRACE",
+}  # fmt: skip
+
+
+def _note_level(name: str | None, ident: _Ident) -> None:
+    """Keep the first level a line's prefixes name (the outermost is the logger's own)."""
+    if name and ident.level is None:
+        ident.level = _LEVELS.get(name)
 
 
 def _strip_prefixes(text: str, ident: _Ident) -> tuple[str, bool]:
@@ -443,6 +466,7 @@ class _Clean:
     pad: int = 0  # trailing blanks trimmed: one is a cut between two words, more are padding
     wrap: int = 0  # width is a terminal's: _KNOWN (in WRAP_WIDTHS) or _INFERRED from the text
     cut_pair: bool = False  # ends mid-token and the next line reads as its rest (evidence)
+    level: str | None = None  # the log level a stripped prefix named
 
 
 # --- shipper records and host labels --------------------------------------------------------
@@ -555,7 +579,16 @@ def _clean(number: int, raw: str, fence: _Fence, labels: set[str] | None = None)
         text = _undo_backspaces(text)
     kept = text.rstrip(" \t")
     wrap = _KNOWN if width in WRAP_WIDTHS else 0
-    return _Clean(number, kept, ident.value, prefixed, width, pad=len(text) - len(kept), wrap=wrap)
+    return _Clean(
+        number,
+        kept,
+        ident.value,
+        prefixed,
+        width,
+        pad=len(text) - len(kept),
+        wrap=wrap,
+        level=ident.level,
+    )
 
 
 # --- soft-wrap re-joining -------------------------------------------------------------------
@@ -905,7 +938,7 @@ def _split_pasted(text: str) -> list[str]:
 # shape as _WORKER, but only after whitespace: a prefix is never glued to a word.  Linear:
 # literal-led, and every repeated part is bounded and ends at a character it cannot contain.
 _MID_WORKER = lazy(
-    r"(?<=\s)\((?:[A-Za-z_][\w.:-]{0,63})?(?:,? ?(?:rank|pid|ip|node|node_id|repr)"
+    rf"(?<=\s)\((?:{_WORKER_NAME})?(?:,? ?(?:rank|pid|ip|node|node_id|repr)"
     r"=[\w.:/-]{1,64})+\) "
 )
 _FRAME_TAIL = lazy(r'\.py", line \d+, in [\w<>.]+$')
@@ -997,7 +1030,7 @@ def normalize_lines(lines: Iterable[tuple[int, str]]) -> Iterator[LogLine]:
 def _emit(line: _Clean) -> list[LogLine]:
     # A re-joined frame is never split again: its pieces would come from later lines.
     if len(line.text) < _MIN_PASTE_LEN or line.joined > 1:
-        return [LogLine(line.number, line.text, line.rank)]
+        return [LogLine(line.number, line.text, line.rank, line.level)]
     # Literal prefilter inline (one scan, no call) for the common line: without "pid=" twice
     # there is no repeated worker prefix.  A mid-line prefix must name its pid; the ip=-only
     # Ray form is left to the line-start stripper.
@@ -1006,10 +1039,12 @@ def _emit(line: _Clean) -> list[LogLine]:
     twice = first >= 0 and text.find("pid=", first + 4) >= 0
     prefixed = _split_prefixed(text) if twice else None
     if prefixed is None:
-        return [LogLine(line.number, piece, line.rank) for piece in _split_pasted(line.text)]
+        return [
+            LogLine(line.number, piece, line.rank, line.level) for piece in _split_pasted(line.text)
+        ]
     # A piece may itself hold a collapsed traceback; its pieces share the prefix's rank.
     return [
-        LogLine(line.number, part, rank or line.rank)
+        LogLine(line.number, part, rank or line.rank, line.level)
         for piece, rank in prefixed
         for part in _split_pasted(piece)
     ]
