@@ -100,7 +100,7 @@ def _load(rule_dirs: tuple[Path, ...]) -> tuple[KnowledgeBase, RuleSet]:
 def _diagnose(parsed: Parsed, rule_dirs: Sequence[Path]) -> Diagnosis:
     """Match rules on a parsed log and turn the findings into a verdict."""
     from diagnose.rules import Document, run_rules
-    from diagnose.verdict import decide, last_line, unexplained_crash
+    from diagnose.verdict import decide, last_line, unexplained_crash, unknown_fatal
 
     kb, rules = _load(tuple(Path(d) for d in rule_dirs))
     doc = Document(parsed.lines, parsed.regions, parsed.context)
@@ -124,7 +124,7 @@ def _diagnose(parsed: Parsed, rule_dirs: Sequence[Path]) -> Diagnosis:
         total_lines=parsed.total_lines,
         crashes=parsed.regions,
         cause=primary.cause if primary else "unknown",
-        fatal=verdict.fatal if primary else (True if parsed.regions else None),
+        fatal=verdict.fatal if primary else unknown_fatal(parsed.regions, ready),
         confidence=primary.confidence if primary else 0.0,
         tier=primary.tier if primary else None,
         title=(primary.title if primary else _unknown_title(parsed.regions)),

@@ -9,11 +9,14 @@ Three judgements live here, each driven by data rather than special cases:
 * **Cascade.**  A cause listed in another present cause's ``cascades`` (kb data:
   an illegal memory access makes NCCL's watchdog time out) is a consequence; the
   root is the cause it follows from.
-* **Unknown.**  No finding means ``unknown``, never a guess.
+* **Unknown.**  No finding means ``unknown``, never a guess.  Whether an unknown
+  failure was fatal is still judged (:func:`unknown_fatal`): a line logged as a
+  warning, or anything the server came up after, did not end the process.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -137,3 +140,43 @@ def unexplained_crash(
         ):
             return region
     return None
+
+
+# Levels under which a logged error did not end anything by itself.
+_MILD_LEVELS = frozenset({"WARNING", "INFO", "DEBUG", "TRACE"})
+# Warnings that carry their level in the text rather than in a stripped prefix: c10's
+# "[W ...]", TensorRT(-LLM)'s "[WARNING]" / "[W]", and Python's warnings.warn output
+# ("/path/mod.py:12: UserWarning: ...").
+_WARNING_TEXT = re.compile(
+    r"\[W[ \]]|\[TensorRT-LLM\]\[WARNING\]|\[TRT\] \[W\]|WARNING:|Warning:"
+    r"|(?:\S+:\d+: )?[A-Z]\w*Warning: "
+)
+
+
+def _only_warned(region: Region) -> bool:
+    """True when the region is one logged line whose logger called it a warning."""
+    if region.kind != "error-line":
+        return False
+    line = next((ln for ln in region.body if ln.number == region.message_line), None)
+    if line is None:
+        return False
+    if line.level is not None:
+        return line.level in _MILD_LEVELS
+    return _WARNING_TEXT.match(line.text.lstrip()) is not None
+
+
+def unknown_fatal(regions: Sequence[Region], ready_lines: Sequence[int]) -> bool | None:
+    """Whether a log no rule explains died of what it shows; ``None`` without any region.
+
+    A region counts when it could have ended the process and nothing says the process
+    lived on: it does not end before the last readiness line, and it is not a single line its
+    logger called a warning (vLLM's "Custom allreduce is disabled" is logged as a WARNING;
+    sglang-style prefixes name no level and count).  An error line at ERROR level, any
+    traceback or backtrace, and any CUDA/NCCL error line all count.
+    """
+    if not regions:
+        return None
+    ready_at = max(ready_lines, default=0)
+    # Like a survived finding, a region is lived through only when it ends strictly before
+    # the readiness line: a one-line paste holds both on one line and says nothing of order.
+    return any(r.lines[1] >= ready_at and not _only_warned(r) for r in regions)

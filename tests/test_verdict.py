@@ -83,3 +83,48 @@ def test_skipped_tactics_do_not_hide_a_later_unexplained_crash() -> None:
         assert any("not explained by any rule" in n for n in d.notes)
     else:  # a rule that reads the later crash is just as good
         assert d.primary is not None and d.primary.fatal
+
+
+# --- whether an unknown failure was fatal -------------------------------------------------
+
+_WARNED = (
+    "(VllmWorker TP0 pid=4242) WARNING 03-01 10:00:01 [custom_all_reduce.py:137] Custom "
+    "allreduce is disabled because the frobnicator link failed its self-test."
+)
+
+
+def test_an_error_logged_only_as_a_warning_is_not_fatal() -> None:
+    from diagnose.api import diagnose_text
+    from diagnose.render.common import headline
+
+    d = diagnose_text(f"INFO 03-01 10:00:00 [config.py:10] starting\n{_WARNED}\n")
+    assert d.cause == "unknown" and d.crashes
+    assert d.fatal is False
+    assert headline(d).startswith("No fatal crash")
+
+
+def test_the_same_line_logged_as_an_error_is_fatal() -> None:
+    from diagnose.api import diagnose_text
+
+    d = diagnose_text(_WARNED.replace("WARNING", "ERROR") + "\n")
+    assert d.cause == "unknown" and d.fatal is True
+
+
+def test_an_unknown_traceback_before_readiness_was_survived_and_one_after_was_not() -> None:
+    from diagnose.api import diagnose_text
+
+    traceback = (
+        "Traceback (most recent call last):\n"
+        '  File "/srv/engine/warmup.py", line 40, in warm\n'
+        "    self.frobnicate()\n"
+        "toolkit.FrobnicatorError: the frobnicator went away\n"
+    )
+    ready = "INFO:     Application startup complete.\n"
+    assert diagnose_text(traceback + ready).fatal is False
+    assert diagnose_text(ready + traceback).fatal is True
+
+
+def test_a_log_without_a_crash_region_has_no_fatal_flag() -> None:
+    from diagnose.api import diagnose_text
+
+    assert diagnose_text("INFO all good\nINFO still good\n").fatal is None

@@ -24,6 +24,11 @@ def headline(d: Diagnosis) -> str:
     """One line: the cause, how sure, fatal or not."""
     if not d.crashes and not d.findings:
         return "No crash found in this log."
+    if not d.known and d.fatal is False:
+        return (
+            "No fatal crash: no rule matches these errors, and each was logged as a warning "
+            "or came before the server reported ready."
+        )
     if not d.known:
         return "Unknown cause: no rule in the knowledge base matches this crash."
     state = "fatal" if d.fatal else "not fatal"
