@@ -219,6 +219,9 @@ _ERR_LITERALS = (
     "EP_HOST_ASSERT",
     "current devices",
     "Got completion",
+    "Xid",
+    "fallen off",
+    "GPU is lost",
 )
 
 # (kind, weight, pattern): the first pattern of the highest weight decides a line's kind.
@@ -278,6 +281,9 @@ _VOCAB: tuple[tuple[str, int, LazyPattern], ...] = (
             r"|hipError(?!Success)[A-Z]\w+|HIPBLAS_STATUS_(?!SUCCESS)\w+|HSA_STATUS_ERROR\w*"
             r"|Memory access fault by GPU|code object for all current devices"
             r"|Cou?ldn.t find binary for current devices"
+            # The driver's own report in dmesg/journald: "NVRM: Xid (PCI:0000:3b:00): 31, ...",
+            # and a GPU that dropped off PCIe (Xid 79) as nvidia-smi words it afterwards.
+            r"|NVRM: Xid \(|GPU has fallen off the bus|GPU is lost"
         ),
     ),
     (

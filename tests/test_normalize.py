@@ -176,6 +176,12 @@ def test_smart_quotes_in_python_frame() -> None:
         ("E0102 10:00:00.123456 12345 server.cc:12] Check failed", "Check failed", None),
         ("[10/01/2031-08:26:34] [TRT] [W] Skipping tactic 3", "[TRT] [W] Skipping tactic 3", None),
         ("[pod/infer-abc12/server] fatal", "fatal", "infer-abc12"),
+        (
+            "[ 8123.456789] NVRM: Xid (PCI:0000:3b:00): 79, x",
+            "NVRM: Xid (PCI:0000:3b:00): 79, x",
+            None,
+        ),
+        ("[Mon Mar  3 10:00:00 2031] NVRM: GPU lost", "NVRM: GPU lost", None),
         ("  | [rank0]: watchdog", "watchdog", "rank0"),
         (
             "[4321] [rank5]:[E0203 04:05:06.123456789 ProcessGroupNCCL.cpp:607] [Rank 5] Watchdog",
@@ -310,6 +316,7 @@ def test_nested_prefixes_keep_the_most_specific_rank() -> None:
         "host-a:1234:5678 [0] NCCL INFO Bootstrap",
         "Error 03-04 is not a level",
         "[sm90]: no kernel image",
+        "[1.5] seconds is not a dmesg stamp",
         "[stderr]: no blank after it",
     ],
 )

@@ -225,6 +225,11 @@ INFO retrying"""
     ("line", "kind"),
     [
         ("CUDA_ERROR_OUT_OF_MEMORY while mapping 2 GiB", "cuda-error"),
+        (
+            "NVRM: Xid (PCI:0000:3b:00): 79, pid=77, name=python3, GPU has fallen off the bus.",
+            "cuda-error",
+        ),
+        ("Unable to determine the device handle for GPU0000:3B:00.0: GPU is lost.", "cuda-error"),
         ("cudaErrorIllegalAddress returned by cudaStreamSynchronize", "cuda-error"),
         ("CUBLAS_STATUS_NOT_SUPPORTED when calling cublasLtMatmul", "cuda-error"),
         (

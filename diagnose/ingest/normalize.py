@@ -296,6 +296,9 @@ _BRACKET_PREFIX = lazy(
     r"|pod/(?P<pod>[\w.-]{1,253})/[\w.-]{1,63}\]"
     # a bare pid before another bracketed prefix: [80746] [rank0]: (hiyouga/LlamaFactory#7396)
     r"|(?P<pid>\d{2,8})\](?= \[)"
+    # dmesg: seconds since boot "[ 1234.567890]", or dmesg -T "[Mon Mar  3 10:00:00 2025]"
+    r"| {0,7}\d{1,10}\.\d{6}\]"
+    rf"|(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) {_MON} [ \d]\d \d\d:\d\d:\d\d \d{{4}}\]"
     r") ?"
 )
 # c10 logging: [E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] -> [E ProcessGroupNCCL.cpp:607]
