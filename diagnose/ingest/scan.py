@@ -134,6 +134,8 @@ _FRAME_START = (
     b"^",  # compiler caret lines under a failing source line
     b"~",
 )
+# The start of a JSON log record's text field (the keys normalize unwraps).
+_JSON_TEXT = re.compile(rb'\{"(?:log|message|msg|textPayload)": ?"')
 _NUMBERED_FRAME = re.compile(rb"\d+\s+0x[0-9a-fA-F]+\s|\S+\((?:\S*\+)?0x[0-9a-fA-F]+\)\s*\[0x")
 
 
@@ -164,6 +166,12 @@ def continues_block(line: bytes) -> bool:
     """
     if line[:1] in (b" ", b"\t"):
         return True
+    if line[:2] == b'{"':  # a JSON log record (docker json-file, fluent-bit): judge its text
+        m = _JSON_TEXT.match(line)
+        if m is not None:
+            line = line[m.end() :]
+            if line[:1] in (b" ", b"\t"):
+                return True
     if line[:1] in (b"[", b"("):
         m = _PREFIX.match(line)
         if m is not None:
