@@ -97,6 +97,7 @@ _HEX = r"0[xX][0-9a-fA-F]+"
 _PYFRAME_RE = lazy(r'File "[^"]*", line (?:\d+|\?\?\?)')
 _HASH_FRAME_RE = lazy(r"#\d+\s+\S")
 _NUMBERED_FRAME_RE = lazy(rf"\d+\s+{_HEX}\s+\S")
+_BOOST_FRAME_RE = lazy(r"\d{1,5}# \S")  # boost::stacktrace (Triton Inference Server)
 _GLIBC_FRAME_RE = lazy(rf"\S\((?:[^()\s]*\+)?{_HEX}\)\s*\[{_HEX}\]|\S\s\[{_HEX}\]$")
 _GLOG_FRAME_RE = lazy(rf"@\s+{_HEX}\s")
 _RUST_FRAME_RE = lazy(r"\d+: [\w<][\w:<>$. ]*::")
@@ -222,6 +223,7 @@ _ERR_LITERALS = (
     "Xid",
     "fallen off",
     "GPU is lost",
+    "Signal (",
 )
 
 # (kind, weight, pattern): the first pattern of the highest weight decides a line's kind.
@@ -321,6 +323,8 @@ _VOCAB: tuple[tuple[str, int, LazyPattern], ...] = (
             r"|^Killed\b|\bKilled\s+\S|panicked at|No space left on device"
             r"|Skipping tactic|Cannot profile configuration|not found any valid \w+ config"
             r"|[Ff]atal error|Error building extension|build stopped: subcommand failed"
+            # Triton Inference Server's handler: "Signal (11) received." before its stack
+            r"|^Signal \(\d{1,2}\) received"
         ),
     ),
     (
@@ -445,7 +449,8 @@ def _is_frame(s: str) -> bool:
         return s.startswith("frame #")
     if first.isdigit():
         return (
-            _NUMBERED_FRAME_RE.match(s) is not None
+            ("# " in s[:7] and _BOOST_FRAME_RE.match(s) is not None)
+            or _NUMBERED_FRAME_RE.match(s) is not None
             or _RUST_FRAME_RE.match(s) is not None
             or _GLIBC_FRAME_RE.search(s) is not None
         )

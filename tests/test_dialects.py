@@ -33,6 +33,81 @@ def must(text: str) -> Frame:
     return frame
 
 
+# --- boost::stacktrace (Triton Inference Server's crash handler) ---------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "function", "address", "module", "file", "line"),
+    [
+        (
+            " 0# 0x000055D0AB12CD34 in tritonserver",
+            None,
+            "0x000055D0AB12CD34",
+            "tritonserver",
+            None,
+            None,
+        ),
+        (
+            " 2# acme::backend::Instance::Execute(Request**, unsigned int) in /opt/acme/libacme.so",
+            "acme::backend::Instance::Execute",
+            None,
+            "/opt/acme/libacme.so",
+            None,
+            None,
+        ),
+        (
+            "4# acme::step(int) at /src/acme/step.cc:42",
+            "acme::step",
+            None,
+            None,
+            "/src/acme/step.cc",
+            42,
+        ),
+        ("12# 0x00007F00AA11BB22", None, "0x00007F00AA11BB22", None, None, None),
+        (
+            "5# operator new(unsigned long) in /lib/libstdc++.so.6",
+            "operator new",
+            None,
+            "/lib/libstdc++.so.6",
+            None,
+            None,
+        ),
+    ],
+)
+def test_boost_stacktrace_frames(
+    text: str,
+    function: str | None,
+    address: str | None,
+    module: str | None,
+    file: str | None,
+    line: int | None,
+) -> None:
+    f = must(text)
+    assert f.dialect == "boost"
+    assert (f.function, f.address, f.module, f.file, f.line) == (
+        function,
+        address,
+        module,
+        file,
+        line,
+    )
+    assert f.index == int(text.strip().split("#")[0])
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "3# of 5 shards loaded",
+        "2# step in the right direction",
+        "2# step in progress",
+        "1#2 in x",
+        "10#",
+    ],
+)
+def test_numbered_prose_is_not_a_boost_frame(text: str) -> None:
+    assert pf(text) is None
+
+
 # --- trtllm ------------------------------------------------------------------------------------
 
 
@@ -439,6 +514,7 @@ def test_every_dialect_is_declared() -> None:
         "#0  0x00007f00 in acme::f () at f.cc:1",
         "    #0 0x4f8a2b in acme::f() /src/f.cc:1:1",
         '  File "/x.py", line 1, in f',
+        " 2# acme::f(int) in /x/libacme.so",
         "\tat com.acme.F.f(F.java:1)",
     ]
     assert {must(s).dialect for s in samples} == set(DIALECTS)

@@ -208,6 +208,23 @@ def test_long_lines_that_only_end_like_a_glibc_frame_are_not_frames(line: str) -
     assert all(r.kind != "cpp-backtrace" for r in regions)
 
 
+def test_boost_stacktrace_after_a_signal_line_is_one_backtrace() -> None:
+    # Triton Inference Server's crash handler (it hosts the TensorRT-LLM backend).
+    text = """\
+INFO serving
+Signal (11) received.
+ 0# 0x000055D0AB12CD34 in acmeserver
+ 1# 0x00007F00AA11BB22 in /lib/x86_64-linux-gnu/libc.so.6
+ 2# acme::backend::Instance::Execute(Request**, unsigned int) in /opt/acme/libacme.so
+ 3# 0x00007F00AA11CC33 in /lib/x86_64-linux-gnu/libc.so.6
+INFO after"""
+    regions = find_regions(_lines(text))
+    assert [(r.kind, r.lines, r.message, len(r.frames)) for r in regions] == [
+        ("cpp-backtrace", (2, 6), "Signal (11) received.", 4)
+    ]
+    assert regions[0].frames[2].function == "acme::backend::Instance::Execute"
+
+
 def test_cuda_error_lines_group_with_their_hints() -> None:
     text = """\
 frob_compute: GATHER failed

@@ -10,6 +10,9 @@ Dialects (the ``Frame.dialect`` value in quotes):
 - ``"gdb"``: gdb / cuda-gdb ``#N  0xaddr in f (args) at file:line`` / ``from lib``.
 - ``"sanitizer"``: ASan/UBSan/TSan/MSan and llvm-symbolizer ``#N 0xaddr in f file:line:col``.
 - ``"python"``: traceback and faulthandler ``File "x.py", line N, in f``.
+- ``"boost"``: ``boost::stacktrace`` (Triton Inference Server's signal handler, which hosts
+  the TensorRT-LLM backend): ``N# f(args) in lib.so``, ``N# 0xADDR in lib.so``,
+  ``N# f at file.cc:12``.
 - ``"other"``: Java ``at a.B.f(B.java:12)``, Rust ``N: a::b::f``, glog ``@ 0xaddr f``,
   Android tombstone ``#00 pc 0001a2b3 /lib.so (f+12)`` and Linux kernel oops / dmesg
   ``func+0x5d/0x90 [module]`` frames.
@@ -33,7 +36,7 @@ from diagnose.model import Frame, KernelFacts, LogLine, ParsedName, TemplateArg
 __all__ = ["DIALECTS", "parse_frame"]
 
 #: Every value :attr:`Frame.dialect` can take.
-DIALECTS = ("trtllm", "glibc", "c10", "gdb", "sanitizer", "python", "other")
+DIALECTS = ("trtllm", "glibc", "c10", "gdb", "sanitizer", "python", "boost", "other")
 
 # A symbol longer than this is cut before name parsing and marked truncated: real demangled
 # names stay under ~20 kB (the longest of 743,842 real mangled names is 4,614 bytes), and a
@@ -65,6 +68,10 @@ _SAN_MODULE = lazy(rf"\((.*?)(?:\+({_HEX}))?\)$")
 _SAN_SOURCE = lazy(r"(\S+?):(\d+)(?::\d+)?$")
 # gdb tails.
 _GDB_AT = lazy(r"(\S+):(\d+)$")
+# boost::stacktrace " 2# REST": REST is "0xADDR", "0xADDR in module", "f(args) in module" or
+# "f(args) at file.cc:12" (boost/stacktrace/detail/frame_decl.hpp's to_string).
+_BOOST = lazy(r"(\d{1,5})# (\S.*)$")
+_BOOST_AT = lazy(r"(.+) at (\S+):(\d+)$")
 # TensorRT-LLM "1       0x789a90580ca6 REST".
 _TRTLLM = lazy(rf"(\d+)\s+({_HEX})\s+(\S.*)$")
 # glibc backtrace_symbols: "module(symbol+0xoff) [0xaddr]", "module(+0xoff)", "module [0xaddr]".
@@ -151,6 +158,8 @@ def _dispatch(number: int, text: str, first: str) -> Frame | None:
     if first == "f" and text.startswith("frame #"):
         return _c10_frame(number, text)
     if first.isdigit():
+        if "# " in text[:7]:
+            return _boost_frame(number, text)
         if "0x" in text[:48]:
             return _trtllm_frame(number, text) or _rust_frame(number, text)
         return _rust_frame(number, text) if ": " in text[:12] else None
@@ -469,6 +478,39 @@ def _trtllm_frame(number: int, text: str) -> Frame | None:
     return _cxx_frame(
         number, "trtllm", symbol, index=index, address=address, module=module, offset=offset
     )
+
+
+def _boost_frame(number: int, text: str) -> Frame | None:
+    """Parse a ``boost::stacktrace`` line ``N# f(args) in module`` / ``N# f at file:line``."""
+    m = _BOOST.match(text)
+    if m is None:
+        return None
+    index, rest = int(m.group(1)), m.group(2).rstrip()
+    module: str | None = None
+    file: str | None = None
+    line: int | None = None
+    name = rest
+    head, sep, tail = rest.rpartition(" in ")
+    if sep and head and " " not in tail and "::" not in tail:  # a module has neither
+        name, module = head, tail
+    else:
+        at = _BOOST_AT.match(rest)
+        if at is not None:
+            name, file, line = at.group(1), at.group(2), int(at.group(3))
+    if name.startswith(("0x", "0X")) and " " not in name:
+        return _cxx_frame(number, "boost", None, index=index, address=name, module=module)
+    if file is None and (
+        # boost prints an address, a source location or a module after every name; a bare
+        # "3# of 5 shards" or "2# step in progress" is a numbered sentence.
+        module is None or ("/" not in module and "." not in module and not _cxx_like(name))
+    ):
+        return None
+    return _cxx_frame(number, "boost", name, index=index, module=module, file=file, line=line)
+
+
+def _cxx_like(name: str) -> bool:
+    """True when ``name`` reads as a C/C++ function name rather than words of a sentence."""
+    return "(" in name or "::" in name or name.startswith("_Z")
 
 
 def _looks_like_module(path: str) -> bool:
