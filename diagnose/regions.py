@@ -122,6 +122,9 @@ _HINT_RE = lazy(
     r"|Compile with `TORCH_USE_(?:CUDA|HIP)_DSA`|Device-side assertions were explicitly omitted"
     r"|Search for `cuda\w+' in https|current device: \d+, in function|err$"
     r"|\(run with NCCL_DEBUG=INFO for details\)$|Last error:$|note: run with `RUST_BACKTRACE"
+    # LLVM's crash preamble before its own stack dump (Triton's MLIR passes abort this way)
+    r"|PLEASE submit a bug report to |Stack dump(?: without symbol names)?\b"
+    r"|\d+\.\tProgram arguments:"
 )
 # A line that begins a new log record: a timestamp, a level word, a glog header or a
 # bracketed tag.  Free text after an exception line stops at one.

@@ -225,6 +225,20 @@ INFO after"""
     assert regions[0].frames[2].function == "acme::backend::Instance::Execute"
 
 
+def test_an_llvm_assertion_and_its_stack_dump_are_one_region() -> None:
+    text = """\
+python3: /src/acme/lib/IR/Types.cpp:126: unsigned int acme::Type::width() const: Assertion `isInt()' failed.
+PLEASE submit a bug report to https://example.org/acme/issues/ and include the crash backtrace.
+Stack dump:
+0.\tProgram arguments: python3 run.py
+ #0 0x00007f3c2a8e4b3b acme::sys::PrintStackTrace(acme::raw_ostream&, int) (/opt/acme/libacme.so+0x6ae4b3b)
+ #1 0x00007f3c2c1a2d10 acme::gpu::shapePerTile(acme::Attribute) (/opt/acme/libacme.so+0x83a2d10)
+INFO next"""
+    r = _one(text)
+    assert r.kind == "cpp-backtrace" and r.lines == (1, 6) and len(r.frames) == 2
+    assert "Assertion `isInt()' failed" in r.message
+
+
 def test_cuda_error_lines_group_with_their_hints() -> None:
     text = """\
 frob_compute: GATHER failed
