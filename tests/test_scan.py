@@ -98,6 +98,17 @@ def test_a_traceback_in_json_log_records_continues_the_window() -> None:
     assert [(w.first_line, len(w.lines)) for w in result.windows] == [(21, len(block))]
 
 
+def test_a_traceback_under_host_labels_continues_the_window() -> None:
+    block = ["Traceback (most recent call last):"]
+    for i in range(40):
+        block += [f'  File "/srv/frob/m{i}.py", line {i + 1}, in f{i}', f"    f{i + 1}()"]
+    block.append("frob.FrobError: the frobnicator went away")
+    rows = _healthy(random.Random(6), 50)
+    rows[20:20] = [f"node07: {line}" for line in block]
+    result = _scan_text("\n".join(rows), before=0, after=0)
+    assert [(w.first_line, len(w.lines)) for w in result.windows] == [(21, len(block))]
+
+
 def test_context_literals_are_returned_individually() -> None:
     rows = _healthy(random.Random(4), 100)
     rows[3] = "server_args=ServerArgs(model_path='/m/frob-7b', tp_size=4)"

@@ -134,6 +134,7 @@ _FRAME_START = (
     b"^",  # compiler caret lines under a failing source line
     b"~",
 )
+_HOST_LABEL = re.compile(rb"[a-z0-9][a-z0-9.-]{0,62}: ")
 # The start of a JSON log record's text field (the keys normalize unwraps).
 _JSON_TEXT = re.compile(rb'\{"(?:log|message|msg|textPayload)": ?"')
 _NUMBERED_FRAME = re.compile(rb"\d+\s+0x[0-9a-fA-F]+\s|\S+\((?:\S*\+)?0x[0-9a-fA-F]+\)\s*\[0x")
@@ -174,6 +175,14 @@ def continues_block(line: bytes) -> bool:
                 return True
     if line[:1] in (b"[", b"("):
         m = _PREFIX.match(line)
+        if m is not None:
+            line = line[m.end() :]
+            if line[:1] in (b" ", b"\t"):
+                return True
+    elif b": " in line[:66]:
+        # pdsh / DeepSpeed / srun --label: "node07:   File ...".  normalize learns such labels
+        # before it strips them; here a label-like word only keeps a window open a line longer.
+        m = _HOST_LABEL.match(line)
         if m is not None:
             line = line[m.end() :]
             if line[:1] in (b" ", b"\t"):
