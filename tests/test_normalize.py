@@ -227,6 +227,7 @@ def test_a_structured_record_holding_a_whole_traceback_is_split_at_its_markers()
         '{"log": "not closed"',
         '{"log": 42}',
         "{'log': 'python repr, not JSON'}",
+        '{"log": ' + "[" * 200_000 + "]" * 200_000 + "}",  # nested past json's recursion
     ],
 )
 def test_json_like_lines_without_a_text_field_are_kept(content: str) -> None:

@@ -489,7 +489,7 @@ def _unwrap_json(text: str) -> str:
 
     try:
         record = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past the parser's recursion
         return text
     if isinstance(record, dict):
         for key in _JSON_TEXT_KEYS:
