@@ -745,6 +745,10 @@ class _Stream:
         n, cls, nxt = self.n, self.cls, self.nxt
         start = i
         message = -1
+        # The last exception line of an earlier link in a chain: when the paste stops right
+        # after "During handling of the above exception ..." and the next traceback's header
+        # (vllm-project/vllm#16336), that exception is still the failure, not the last frame.
+        earlier = -1
         j = i
         while j < n and cls[j] in (_CODE, _OTHER):  # a cut paste opens on a source line
             j += 1
@@ -778,6 +782,8 @@ class _Stream:
                 message = -1
             k = nxt[j] if j < n else n
             if k < n and cls[k] == _CHAIN:
+                if message >= 0:
+                    earlier = message
                 j = k
                 continue
             if message < 0 and k < n and cls[k] == _TB and k - j <= 1 and j > start:
@@ -787,7 +793,10 @@ class _Stream:
             break
         end = self._trim(start, j)
         has_message = message >= 0
-        if not has_message:
+        cut = not has_message
+        if not has_message and earlier >= 0:
+            message, has_message = earlier, True
+        elif not has_message:
             message = self._last_frame(start, end)
         return _Found(
             "python-traceback",
@@ -795,7 +804,7 @@ class _Stream:
             end,
             message,
             _strip_prefixes(self._text(message)),
-            not has_message or self._cut_at_end(end),
+            cut or self._cut_at_end(end),
             has_message,
         )
 

@@ -74,6 +74,45 @@ SystemExit: 3"""
     assert [f.function for f in r.frames] == ["load", "boot", "<module>"]
 
 
+def test_chain_cut_after_next_header_keeps_the_earlier_exception() -> None:
+    # A paste that stops at the next link's header: the failure shown is the exception before
+    # it, not a frame line (vllm-project/vllm#16336 lost its CalledProcessError this way).
+    text = """\
+Traceback (most recent call last):
+  File "/srv/tool/build.py", line 12, in compile_one
+    subprocess.run(cmd, check=True)
+  File "/usr/lib/python3.12/subprocess.py", line 571, in run
+    raise CalledProcessError(retcode, process.args,
+subprocess.CalledProcessError: Command '['/srv/bin/asm', '-o', 'k.o']' returned non-zero exit status 3.
+
+During handling of the above exception, another exception occurred:
+
+Traceback (most recent call last):"""
+    r = _one(text)
+    assert r.kind == "python-traceback"
+    assert r.message.startswith("subprocess.CalledProcessError: Command")
+    assert r.message_line == 6
+    assert r.truncated
+
+
+def test_chain_cut_inside_next_frames_keeps_the_earlier_exception() -> None:
+    text = """\
+Traceback (most recent call last):
+  File "/srv/app/io.py", line 3, in load
+    return open(p).read()
+OSError: [Errno 5] Input/output error
+
+During handling of the above exception, another exception occurred:
+
+Traceback (most recent call last):
+  File "/srv/app/main.py", line 20, in <module>
+    boot()"""
+    r = _one(text)
+    assert r.message == "OSError: [Errno 5] Input/output error"
+    assert r.truncated
+    assert [f.function for f in r.frames] == ["load", "<module>"]
+
+
 def test_traceback_with_c10_backtrace_in_its_message() -> None:
     text = """\
 Traceback (most recent call last):
