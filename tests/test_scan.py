@@ -74,6 +74,65 @@ def test_chunk_size_does_not_change_the_result(chunk: int) -> None:
     assert firsts == [1, 1201 - 20, 2991 - 20]  # line 18 joins line 1, line 1204 joins 1201
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_searching_ahead_in_threads_does_not_change_the_result(seed: int) -> None:
+    # Pieces of >= 1 MiB are searched ahead in threads; crashes land on chunk boundaries,
+    # straddle them and sit inside each other's windows, so the hint a thread found is
+    # sometimes behind where the window left off.
+    from diagnose.ingest.scan import CONTEXT_LITERALS
+
+    rng = random.Random(seed)
+    rows = _healthy(rng, 60_000)
+    for _ in range(40):
+        at = rng.randrange(len(rows))
+        rows[at:at] = CRASH if rng.random() < 0.5 else [f"NVIDIA H100 driver version {at}"]
+    chunk = 1 << 20
+    # A crash across every chunk boundary: its window is open when the next chunk arrives
+    # and that chunk's first hit (the exception line) lies inside what the window takes.
+    offset, boundaries = 0, []
+    for i, row in enumerate(rows):
+        offset += len(row) + 1
+        if offset >= chunk * (len(boundaries) + 1):
+            boundaries.append(i)
+    for i in reversed(boundaries):
+        rows[i - 2 : i - 2] = CRASH
+    text = "\n".join(rows) + "\n"
+    for chunk in (1 << 20, (3 << 19) + 7):
+        alone = _scan_text(text, chunk_size=chunk, threads=0, context_literals=CONTEXT_LITERALS)
+        ahead = _scan_text(text, chunk_size=chunk, threads=2, context_literals=CONTEXT_LITERALS)
+        assert ahead == alone
+        assert len(alone.windows) > 10 and alone.context
+        _check_windows(ahead, rows)
+
+
+@pytest.mark.parametrize("parts", [1, 3, 7])
+def test_split_search_answers_as_one_search(parts: int) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    import re2
+
+    from diagnose.ingest.scan import SplitSearch, literal_pattern
+
+    rng = random.Random(parts)
+    rows = _healthy(rng, 3000)
+    for _ in range(25):
+        rows.insert(rng.randrange(len(rows)), rng.choice(CRASH))
+    buf = ("\n".join(rows) + "\n").encode()
+    pattern = re2.compile(literal_pattern([b"rror", b"Traceback", b"TP7]"]))
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        split = SplitSearch(pattern, buf, 0, len(buf), pool, parts)
+        pos, seen = 0, 0
+        while True:
+            want = pattern.search(buf, pos, len(buf))
+            got = split.search(pos)
+            assert (got and (got.start(), got.end())) == (want and (want.start(), want.end()))
+            if want is None:
+                break
+            seen += 1
+            pos = want.start() + rng.choice([0, 1, 40])  # sometimes behind the next hit
+        assert seen > 25
+
+
 def test_frames_continue_the_window_beyond_after() -> None:
     rows = _healthy(random.Random(3), 50)
     block = ["terminate called after throwing an instance of 'std::runtime_error'"]
