@@ -8,8 +8,8 @@ Two synthetic server logs (healthy lines from ``bench/gen_server_log.py``):
 Each measurement runs in a fresh child process so its peak RSS (``ru_maxrss``) is its own:
 
 * ``scan``: ``diagnose.ingest.scan.scan`` over the file, trigger literals only (the floor);
-* ``cli-scan``: the same with ``diagnose.context.CONTEXT_LITERALS``, as ``diagnose.pipeline``
-  calls it for a big file;
+* ``cli-scan``: the same with ``diagnose.context.READY_PHRASES``, as ``diagnose.pipeline``
+  calls it for a big file (the full context vocabulary is read from the file's head only);
 * ``stream-file``: ``iter_diagnoses(open(path, "rb"))`` (chunked reads);
 * ``stream-lines``: ``iter_diagnoses(line for line in f)`` (an iterable of text lines).
 
@@ -41,10 +41,10 @@ if mode == "scan":
     with open(path, "rb") as f:
         found = len(scan(f).windows)
 elif mode == "cli-scan":
-    from diagnose.context import CONTEXT_LITERALS
+    from diagnose.context import READY_PHRASES
     from diagnose.ingest.scan import scan
     with open(path, "rb") as f:
-        found = len(scan(f, context_literals=CONTEXT_LITERALS).windows)
+        found = len(scan(f, context_literals=READY_PHRASES).windows)
 elif mode == "stream-file":
     from diagnose.stream import iter_diagnoses
     with open(path, "rb") as f:

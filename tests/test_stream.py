@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -135,6 +136,54 @@ def test_huge_trace_is_cut_not_kept() -> None:
     assert [d.crashes[0].lines[0] for d in reports] == [11, len(lines) - 10 - 6 + 1]
     assert reports[0].crashes[0].lines[1] == 5_000
     assert "misaligned" in reports[1].crashes[-1].message
+
+
+def test_a_big_buffer_searched_in_parallel_gives_the_same_reports() -> None:
+    lines = []
+    for k in range(6):
+        lines += healthy(4000, start=k * 4000)
+        lines += crash(
+            rank=k % 4, message=["an illegal memory access", "misaligned address"][k % 2]
+        )
+    text = stream_of(lines)
+    assert len(text) > 2 << 20  # big enough to be searched in segments
+
+    def reports(chunks: list[str]) -> list[tuple[tuple[int, int], str]]:
+        engine = StreamDiagnoser(dedupe_lines=0)
+        events = [e for c in chunks for e in engine.feed(c)] + engine.close()
+        return [
+            (d.crashes[-1].lines, d.crashes[-1].message) for d in events if not isinstance(d, Ready)
+        ]
+
+    whole = reports([text])
+    assert len(whole) == 6
+    assert whole == reports([line + "\n" for line in lines])
+
+
+def test_a_regular_file_read_ahead_gives_the_same_reports(tmp_path: Path) -> None:
+    # Files are fed one chunk behind the read, each chunk searched ahead in threads; the
+    # crashes straddle the small chunks' boundaries.
+    lines = []
+    for k in range(12):
+        lines += healthy(3000 + 7 * k, start=k * 4000)
+        lines += crash(
+            rank=k % 4, message=["an illegal memory access", "misaligned address"][k % 2]
+        )
+    path = tmp_path / "big.log"
+    path.write_text(stream_of(lines))
+
+    def reports(**options: Any) -> list[tuple[tuple[int, int], str]]:
+        with path.open("rb") as f:
+            found = list(iter_diagnoses(f, dedupe_lines=0, **options))
+        return [(d.crashes[-1].lines, d.crashes[-1].message) for d in found]
+
+    one_by_one = [
+        (d.crashes[-1].lines, d.crashes[-1].message)
+        for d in iter_diagnoses(iter(lines), dedupe_lines=0)
+    ]
+    assert len(one_by_one) == 12
+    assert reports(chunk_size=(1 << 20) + 13) == one_by_one
+    assert reports() == one_by_one
 
 
 def test_long_line_without_newline_is_bounded() -> None:
