@@ -30,6 +30,12 @@ UNKNOWN_NEXT_STEPS = (
     "For memory faults: compute-sanitizer --tool memcheck <command> names the kernel and address.",
     "For multi-GPU hangs or NCCL errors: NCCL_DEBUG=INFO and TORCH_NCCL_TRACE_BUFFER_SIZE=1000.",
 )
+#: For an unknown verdict whose errors did not end the process (warnings, or lived through).
+SURVIVED_NEXT_STEPS = (
+    "Nothing shown here stopped the process: if something is wrong, paste the log from "
+    "start-up to the symptom (a later crash, a hang, wrong output).",
+    "A warning names a fallback or a disabled feature: check that it is one you can accept.",
+)
 
 
 def diagnose_text(
@@ -119,12 +125,13 @@ def _diagnose(parsed: Parsed, rule_dirs: Sequence[Path]) -> Diagnosis:
             primary = None
     cause = kb.cause(primary.cause) if primary else None
     truncated = any(r.truncated for r in parsed.regions)
+    fatal = verdict.fatal if primary else unknown_fatal(parsed.regions, ready)
     return Diagnosis(
         source=parsed.source,
         total_lines=parsed.total_lines,
         crashes=parsed.regions,
         cause=primary.cause if primary else "unknown",
-        fatal=verdict.fatal if primary else unknown_fatal(parsed.regions, ready),
+        fatal=fatal,
         confidence=primary.confidence if primary else 0.0,
         tier=primary.tier if primary else None,
         title=(primary.title if primary else _unknown_title(parsed.regions)),
@@ -137,7 +144,7 @@ def _diagnose(parsed: Parsed, rule_dirs: Sequence[Path]) -> Diagnosis:
         fixes=_fixes(cause, parsed, primary),
         similar=_similar(kb, parsed.regions, primary),
         version_notes=_version_notes(cause, parsed.context),
-        next_steps=_next_steps(cause, primary, truncated),
+        next_steps=_next_steps(cause, primary, truncated, fatal),
         server_ready=verdict.server_ready,
         context=parsed.context.to_dict(),
         notes=tuple(notes),
@@ -229,13 +236,15 @@ def _version_notes(cause: Cause | None, context: LogContext) -> tuple[str, ...]:
     return tuple(notes)
 
 
-def _next_steps(cause: Cause | None, primary: Finding | None, truncated: bool) -> tuple[str, ...]:
+def _next_steps(
+    cause: Cause | None, primary: Finding | None, truncated: bool, fatal: bool | None = True
+) -> tuple[str, ...]:
     """What evidence would decide an uncertain or unknown verdict."""
     steps: list[str] = []
     if truncated:
         steps.append("The paste looks cut off: include the complete trace to the last line.")
     if cause is None:
-        steps.extend(UNKNOWN_NEXT_STEPS)
+        steps.extend(SURVIVED_NEXT_STEPS if fatal is False else UNKNOWN_NEXT_STEPS)
     elif primary is not None and primary.tier == "pattern":
         steps.extend(cause.verify)
         steps.extend(cause.evidence_to_collect[:2])

@@ -101,6 +101,7 @@ def test_an_error_logged_only_as_a_warning_is_not_fatal() -> None:
     assert d.cause == "unknown" and d.crashes
     assert d.fatal is False
     assert headline(d).startswith("No fatal crash")
+    assert not any("CUDA_LAUNCH_BLOCKING" in step for step in d.next_steps)
 
 
 def test_the_same_line_logged_as_an_error_is_fatal() -> None:
