@@ -207,12 +207,19 @@ class KnowledgeBase:
     def nearest_references(
         self, text: str, limit: int = 3, cutoff: float = 0.6
     ) -> list[tuple[Reference, float]]:
-        """References whose signature resembles ``text`` (0..1, best first, >= ``cutoff``)."""
-        from rapidfuzz import fuzz
+        """References whose signature resembles ``text`` (0..1, best first, >= ``cutoff``).
 
+        Scored with rapidfuzz's ``token_set_ratio``, or the same scores from
+        :mod:`diagnose.similarity` while a process has not paid for importing rapidfuzz.
+        """
+        from diagnose.similarity import token_set_ratio, use_rapidfuzz
+
+        fuzz = use_rapidfuzz()
+        score = fuzz.token_set_ratio if fuzz is not None else token_set_ratio
         masked = mask_signature(text)
+        least = cutoff * 100  # below it both score 0 (and skip the LCS where they can)
         scored = [
-            (ref, fuzz.token_set_ratio(ref.signature, masked) / 100.0)
+            (ref, score(ref.signature, masked, score_cutoff=least) / 100.0)
             for c in self.causes
             for ref in c.references
         ]
@@ -279,10 +286,10 @@ def _word_matches(word: str, tokens: Sequence[str]) -> int | None:
         return tokens.index(word)
     if len(word) < 5 or not word.isalpha():
         return None
-    from rapidfuzz import fuzz
+    from diagnose.similarity import ratio  # fuzz.ratio's score, without importing rapidfuzz
 
     for i, tok in enumerate(tokens):
-        if tok.isalpha() and len(tok) >= 5 and fuzz.ratio(word, tok) >= 85:
+        if tok.isalpha() and len(tok) >= 5 and ratio(word, tok) >= 85:
             return i
     return None
 
