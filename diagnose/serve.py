@@ -95,6 +95,10 @@ class ServeConfig:
 
         Returns the rule directories as paths (what each diagnosis passes) and the kb version.
         """
+        # A long-lived server scores similar cases with rapidfuzz: import it now rather
+        # than inside a request (diagnose.similarity serves one-shot processes).
+        import rapidfuzz  # noqa: F401
+
         from diagnose.api import diagnose_text
 
         rule_dirs = tuple(Path(d) for d in self.rule_dirs)
