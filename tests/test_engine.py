@@ -432,6 +432,25 @@ def test_regex_literals_never_miss_a_match(pattern: str, pieces: list[str]) -> N
         assert any(lit in text.casefold() for lit in literals), (pattern, text, literals)
 
 
+@pytest.mark.parametrize(
+    ("pattern", "literals"),
+    [
+        # RE2 reads "(?i)" as a flag setting, not an atom: a quantifier after it applies to
+        # the character before it (found by the property test above).
+        ("K(?i){0,2}", None),
+        ("K(?i)?z", frozenset({"z"})),
+        ("K(?i)+", frozenset({"k"})),
+        ("ab(?i)c", frozenset({"abc"})),
+        ("(?:ab|cd)(?i){0,2}", None),
+        ("(?:ab|cd)(?i)+", frozenset({"ab", "cd"})),
+    ],
+)
+def test_a_quantifier_after_a_flag_setting_applies_to_the_atom_before(
+    pattern: str, literals: frozenset[str] | None
+) -> None:
+    assert regex_literals(pattern) == literals
+
+
 def _signal(kind: str, body: str) -> str:
     quoted = "'" + body + "'"
     if kind == "text":

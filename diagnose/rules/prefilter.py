@@ -147,6 +147,10 @@ def _escape(branch: str, i: int) -> tuple[str | None, int]:
     return None, i + 2  # \d \w \s \b \A \z \n \t ...: a class, an anchor or a control char
 
 
+# A group that only sets flags, with no body of its own: "(?i)", "(?s-m)".
+_FLAG_SETTING = re.compile(r"\(\?[a-zA-Z-]+\)")
+
+
 def _group_body(group: str) -> str | None:
     """The pattern inside ``group`` (``(...)``, ``(?:...)``, ``(?P<n>...)``, ``(?i:...)``).
 
@@ -177,6 +181,7 @@ def _branch_parts(branch: str) -> tuple[list[str], list[str]]:
             run.clear()
 
     i = 0
+    last: str | None = None  # what the previous atom added: "char" (to run), "group", or None
     while i < len(branch):
         ch = branch[i]
         char: str | None = None
@@ -188,6 +193,19 @@ def _branch_parts(branch: str) -> tuple[list[str], list[str]]:
         elif ch == "(":
             end = _skip_group(branch, i)
             group, i = branch[i:end], end
+            if _FLAG_SETTING.fullmatch(group):
+                # "(?i)" sets flags and is no atom: RE2 applies a quantifier after it to the
+                # atom before it ("K(?i){0,2}" is "K{0,2}"), which may then be left out.
+                quant = _quantifier_at(branch, i)
+                if quant is not None:
+                    i += quant[0]
+                    if quant[1] and last == "char" and run:
+                        run.pop()
+                    elif quant[1] and last == "group" and groups:
+                        groups.pop()
+                    cut()
+                    last = None
+                continue
         elif ch in ".^$":
             i += 1
         elif (quant := _quantifier_at(branch, i)) is not None:
@@ -196,18 +214,22 @@ def _branch_parts(branch: str) -> tuple[list[str], list[str]]:
             char = ch
             i += 1
         quant = _quantifier_at(branch, i)
+        last = None
         if group is not None and group.endswith(")") and (quant is None or not quant[1]):
             body = _group_body(group)
             if body is not None:
                 groups.append(body)
+                last = "group"
         if quant is not None:
             i += quant[0]
             if char is not None and not quant[1]:
                 run.append(char)  # x+ : x is required, but what follows may not be adjacent
             cut()
+            last = None  # a quantified atom cannot be quantified again
             continue
         if char is not None and _printable(char):
             run.append(char)
+            last = "char"
         else:
             cut()
     cut()
