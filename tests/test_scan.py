@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import random
+from collections.abc import Callable
 
 import pytest
 
@@ -144,26 +145,24 @@ def test_frames_continue_the_window_beyond_after() -> None:
     assert [(w.first_line, len(w.lines)) for w in result.windows] == [(21, 41)]
 
 
-def test_a_traceback_in_json_log_records_continues_the_window() -> None:
+def _wrapped(line: str) -> str:
     import json
 
+    return json.dumps({"log": line + "\n", "stream": "stderr"})
+
+
+@pytest.mark.parametrize(
+    "wrap", [_wrapped, lambda line: f"node07: {line}"], ids=["json-record", "host-label"]
+)
+def test_a_wrapped_traceback_continues_the_window(wrap: Callable[[str], str]) -> None:
+    # A traceback whose frame lines are inside JSON log records (docker json-file) or under
+    # a pdsh/srun host label: no frame line holds a trigger, the window must run on anyway.
     block = ["Traceback (most recent call last):"]
     for i in range(40):
         block += [f'  File "/srv/frob/m{i}.py", line {i + 1}, in f{i}', f"    f{i + 1}()"]
     block.append("frob.FrobError: the frobnicator went away")
     rows = _healthy(random.Random(5), 50)
-    rows[20:20] = [json.dumps({"log": line + "\n", "stream": "stderr"}) for line in block]
-    result = _scan_text("\n".join(rows), before=0, after=0)
-    assert [(w.first_line, len(w.lines)) for w in result.windows] == [(21, len(block))]
-
-
-def test_a_traceback_under_host_labels_continues_the_window() -> None:
-    block = ["Traceback (most recent call last):"]
-    for i in range(40):
-        block += [f'  File "/srv/frob/m{i}.py", line {i + 1}, in f{i}', f"    f{i + 1}()"]
-    block.append("frob.FrobError: the frobnicator went away")
-    rows = _healthy(random.Random(6), 50)
-    rows[20:20] = [f"node07: {line}" for line in block]
+    rows[20:20] = [wrap(line) for line in block]
     result = _scan_text("\n".join(rows), before=0, after=0)
     assert [(w.first_line, len(w.lines)) for w in result.windows] == [(21, len(block))]
 
