@@ -251,6 +251,25 @@ def test_a_huge_python_traceback_keeps_its_head_and_its_exception_line() -> None
     _check_windows(result, rows)
 
 
+def test_every_rule_example_has_a_line_the_scan_sees() -> None:
+    # A log over WHOLE_INPUT_LIMIT is only read in windows around trigger lines (and its
+    # head): a rule whose evidence holds no trigger can never fire on a big log.  So a new
+    # rule's matching examples must each show a line with a trigger; add the rule's own
+    # distinctive words to TRIGGERS when they do not.
+    from diagnose.ingest.scan import TRIGGERS
+    from diagnose.rules import load_rules
+
+    triggers = [t.decode() for t in TRIGGERS]
+    unseen = [
+        (rule.id, example.name)
+        for rule in load_rules()
+        for example in rule.examples
+        if example.expect == "match"
+        and not any(t in line for line in example.log.splitlines() for t in triggers)
+    ]
+    assert not unseen
+
+
 def test_empty_stream() -> None:
     result = _scan_text("")
     assert result == ScanResult((), (), 0, 0, 0, 0)

@@ -100,6 +100,24 @@ TRIGGERS: tuple[bytes, ...] = (
     b"too old",
     b"nsupported",  # unsupported, Unsupported
     b"not supported",
+    # What shipped rules match on that no word above covers (tests/test_scan.py checks
+    # that every rule example has a line the scan sees, so a big log keeps the evidence):
+    b"fatal",  # "nvcc fatal   : ...", "fatal error:"
+    b"OOM",  # "[Autotuner]: OOM detected", "DeepEP ... OOMs"
+    b"not compatible",  # torch: "... with CUDA capability sm_120 is not compatible ..."
+    b"not permitted",  # cuMemCreate on fabric memory: "operation not permitted"
+    b"annot allocate",  # "NULL value cannot allocate mlx5dv_devx_uar" (NVSHMEM IBGDA)
+    b"of shared memory",  # "requires N bytes of shared memory but the device supports M"
+    b"tokens=-",  # sglang's negative profiled KV budget: "max_total_num_tokens=-5120"
+    b"profiled value -",  # ... and "is larger than the profiled value -120448"
+    b"stored in KV cache",  # vLLM: max seq len larger than the tokens the KV cache can hold,
+    b"KV cache is needed",  # often pasted without the ValueError that raised it
+    b"Got completion",  # NCCL IB completions with a bad status, no error word
+    b"-isystem :",  # a CUDA path with an empty first PATH entry (":/usr/local/cuda")
+    b"NVRM: Xid",  # the driver's GPU fault reports (dmesg, journald)
+    b"fallen off the bus",
+    b"GPU is lost",
+    b"Signal (",  # Triton Inference Server: "Signal (11) received."
 )
 
 #: A starting set for ``context_literals``: lines that carry log-wide facts.
