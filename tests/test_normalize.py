@@ -292,6 +292,39 @@ def test_lines_differing_only_in_level_are_equal() -> None:
     assert LogLine(3, "x", "TP0", "WARNING") == LogLine(3, "x", "TP0")
 
 
+def test_markdown_bold_around_pasted_lines_is_dropped() -> None:
+    raw = (
+        "[**TensorRT-LLM][ERROR] frob failed\n"
+        "[TensorRT-LLM][ERROR] Encountered an error in forward function: frob\n"
+        "[TensorRT-LLM][WARNING] Step function failed, continuing.**"
+    )
+    assert texts(raw) == [
+        "[TensorRT-LLM][ERROR] frob failed",
+        "[TensorRT-LLM][ERROR] Encountered an error in forward function: frob",
+        "[TensorRT-LLM][WARNING] Step function failed, continuing.",
+    ]
+    assert texts("**RuntimeError: CUDA error: out of memory**") == [
+        "RuntimeError: CUDA error: out of memory"
+    ]
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "    return self._call_impl(*args, **kwargs)",
+        "x = a ** b",
+        "**kwargs and **options were passed",
+        "--- separators *** ---",
+    ],
+)
+def test_double_stars_inside_code_are_kept(content: str) -> None:
+    if content.startswith("**"):
+        # a line that opens with ** loses only that marker
+        assert texts(content) == [content[2:]]
+    else:
+        assert texts(content) == [content]
+
+
 def test_nested_prefixes_keep_the_most_specific_rank() -> None:
     raw = "(Worker pid=700) (Worker_TP1 pid=700) ERROR 03-05 09:56:09 [executor.py:880] [1/11] nvcc"
     assert one(raw) == LogLine(1, "[1/11] nvcc", "TP1")

@@ -263,6 +263,29 @@ def _strip_markup(text: str) -> str:
         elif body.count("`") == 1 and (body[0] == "`" or body[-1] == "`"):
             cut = text.index("`")
             text = text[:cut] + text[cut + 1 :]
+    if "**" in text:
+        text = _strip_bold(text)
+    return text
+
+
+def _strip_bold(text: str) -> str:
+    """Drop Markdown bold that a poster wrapped around pasted log lines.
+
+    It opens the first line and closes the last, sometimes inside the first bracket
+    (``[**TensorRT-LLM][ERROR] ...`` / ``... continuing.**``, NVIDIA/TensorRT#4080), and
+    left in place it hides the line's prefix.  Only a ``**`` at either end goes: code such
+    as ``f(*args, **kwargs)`` keeps its own.
+    """
+    body = text.strip()
+    if body.startswith("**"):
+        cut = text.index("**")
+        text = text[:cut] + text[cut + 2 :]
+    elif body.startswith("[**"):
+        cut = text.index("[**") + 1
+        text = text[:cut] + text[cut + 2 :]
+    if text.rstrip().endswith("**") and not text.rstrip().endswith("***"):
+        end = text.rstrip()
+        text = end[:-2] + text[len(end) :]
     return text
 
 
