@@ -125,7 +125,7 @@ def _diagnose(parsed: Parsed, rule_dirs: Sequence[Path]) -> Diagnosis:
             primary = None
     cause = kb.cause(primary.cause) if primary else None
     truncated = any(r.truncated for r in parsed.regions)
-    fatal = verdict.fatal if primary else unknown_fatal(parsed.regions, ready)
+    fatal = verdict.fatal if primary else unknown_fatal(parsed.regions, ready, parsed.lines)
     return Diagnosis(
         source=parsed.source,
         total_lines=parsed.total_lines,

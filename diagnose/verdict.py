@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from diagnose.kb import KnowledgeBase
-    from diagnose.model import Finding, Region
+    from diagnose.model import Finding, LogLine, Region
 
 
 @record
@@ -165,18 +165,48 @@ def _only_warned(region: Region) -> bool:
     return _WARNING_TEXT.match(line.text.lstrip()) is not None
 
 
-def unknown_fatal(regions: Sequence[Region], ready_lines: Sequence[int]) -> bool | None:
+def unknown_fatal(
+    regions: Sequence[Region], ready_lines: Sequence[int], lines: Sequence[LogLine] = ()
+) -> bool | None:
     """Whether a log no rule explains died of what it shows; ``None`` without any region.
 
     A region counts when it could have ended the process and nothing says the process
-    lived on: it does not end before the last readiness line, and it is not a single line its
+    lived on: it does not end before the last readiness line, it is not a single line its
     logger called a warning (vLLM's "Custom allreduce is disabled" is logged as a WARNING;
-    sglang-style prefixes name no level and count).  An error line at ERROR level, any
-    traceback or backtrace, and any CUDA/NCCL error line all count.
+    sglang-style prefixes name no level and count), and the program does not say right
+    after it that it carried on (``lines``: TensorRT-LLM's "Step function failed,
+    continuing.", trtexec's "... has been ignored"; held-out round 10).  An error line at
+    ERROR level, any traceback or backtrace, and any CUDA/NCCL error line all count.
     """
     if not regions:
         return None
     ready_at = max(ready_lines, default=0)
+    carried_on = _carried_on_lines(lines)
     # Like a survived finding, a region is lived through only when it ends strictly before
     # the readiness line: a one-line paste holds both on one line and says nothing of order.
-    return any(r.lines[1] >= ready_at and not _only_warned(r) for r in regions)
+    return any(
+        r.lines[1] >= ready_at
+        and not _only_warned(r)
+        and not any(r.message_line <= n <= r.lines[1] + _CARRIED_ON_SPAN for n in carried_on)
+        for r in regions
+    )
+
+
+# The program's own word that it went on after an error it printed.
+_CARRIED_ON = re.compile(
+    r"\bcontinuing\b|\bfalling back\b|\bhas been ignored\b|\bwill be launched without\b",
+    re.IGNORECASE,
+)
+# Lines after a region in which such a word still speaks of it.
+_CARRIED_ON_SPAN = 3
+
+
+def _carried_on_lines(lines: Sequence[LogLine]) -> list[int]:
+    """Numbers of the lines that say the program carried on."""
+    return [
+        ln.number
+        for ln in lines
+        if ("ontinu" in ln.text or "ignored" in ln.text or "alling back" in ln.text
+            or "without" in ln.text)
+        and _CARRIED_ON.search(ln.text) is not None
+    ]  # fmt: skip

@@ -129,3 +129,30 @@ def test_a_log_without_a_crash_region_has_no_fatal_flag() -> None:
     from diagnose.api import diagnose_text
 
     assert diagnose_text("INFO all good\nINFO still good\n").fatal is None
+
+
+def test_an_unknown_error_the_program_says_it_carried_on_from_is_not_fatal() -> None:
+    from diagnose.api import diagnose_text
+
+    carried_on = (
+        "[TensorRT-LLM][ERROR] Encountered an error in forward function: frobnicator stalled\n"
+        "[TensorRT-LLM][WARNING] Step function failed, continuing.\n"
+    )
+    d = diagnose_text(carried_on)
+    assert d.cause == "unknown" and d.crashes and d.fatal is False
+    # The same error with no such word, or the word far away, still counts.
+    assert diagnose_text(carried_on.split("\n")[0] + "\n").fatal is True
+    far = carried_on.split("\n")[0] + "\n" + "INFO step\n" * 6 + "INFO continuing with batch 7\n"
+    assert diagnose_text(far).fatal is True
+
+
+def test_a_traceback_whose_code_says_continuing_is_still_fatal() -> None:
+    from diagnose.api import diagnose_text
+
+    log = (
+        "Traceback (most recent call last):\n"
+        '  File "/srv/frob/loop.py", line 9, in run\n'
+        "    step()  # continuing after a retry\n"
+        "frob.FrobError: the frobnicator went away\n"
+    )
+    assert diagnose_text(log).fatal is True
