@@ -26,8 +26,8 @@ def headline(d: Diagnosis) -> str:
         return "No crash found in this log."
     if not d.known and d.fatal is False:
         return (
-            "No fatal crash: no rule matches these errors, and each was logged as a warning "
-            "or came before the server reported ready."
+            "No fatal crash: no rule matches these errors, and each was logged as a warning, "
+            "came before the server reported ready, or was followed by the program carrying on."
         )
     if not d.known:
         return "Unknown cause: no rule in the knowledge base matches this crash."
