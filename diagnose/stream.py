@@ -683,10 +683,6 @@ def _feed_ahead(
 def _regular_file(source: Any) -> bool:
     """True for a file object over a regular file (read to its end, never waited on)."""
     binary = getattr(source, "buffer", source)
-    return _stream_fd(binary) is None and hasattr(binary, "fileno") and _fileno_ok(binary)
-
-
-def _fileno_ok(binary: Any) -> bool:
     try:
         return stat.S_ISREG(os.fstat(int(binary.fileno())).st_mode)
     except (AttributeError, OSError, ValueError, io.UnsupportedOperation):

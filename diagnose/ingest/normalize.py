@@ -497,9 +497,10 @@ class _Clean:
 
 # --- shipper records and host labels --------------------------------------------------------
 
-# Keys that hold the line in a JSON log record: docker's json-file and fluent-bit ("log"),
-# structured loggers ("message", "msg"), Google Cloud Logging exports ("textPayload").
-_JSON_TEXT_KEYS = ("log", "message", "msg", "textPayload")
+#: Keys that hold the line in a JSON log record: docker's json-file and fluent-bit ("log"),
+#: structured loggers ("message", "msg"), Google Cloud Logging exports ("textPayload").
+#: The big-file scanner reads the same keys (diagnose.ingest.scan.continues_block).
+JSON_TEXT_KEYS = ("log", "message", "msg", "textPayload")
 
 
 def _unwrap_json(text: str) -> str:
@@ -515,7 +516,7 @@ def _unwrap_json(text: str) -> str:
     except (ValueError, RecursionError):  # not JSON, or nested past the parser's recursion
         return text
     if isinstance(record, dict):
-        for key in _JSON_TEXT_KEYS:
+        for key in JSON_TEXT_KEYS:
             value = record.get(key)
             if isinstance(value, str):
                 return value.rstrip("\r\n").replace("\r\n", " ").replace("\n", " ")
@@ -526,7 +527,9 @@ def _unwrap_json(text: str) -> str:
 # every line a process prints.  A word and a colon also start ordinary messages, so a label
 # is learned, not assumed: it must hold a digit and be followed once by a traceback header
 # or a frame; from then on it is stripped from every line that carries it.
-_HOST_LABEL = lazy(r"([a-z0-9][a-z0-9.-]{0,62}): ")
+#: A host label's word (shared with the big-file scanner's window continuation).
+HOST_LABEL = r"[a-z0-9][a-z0-9.-]{0,62}"
+_HOST_LABEL = lazy(rf"({HOST_LABEL}): ")
 _LABEL_EVIDENCE = (
     "Traceback (most recent call last)",
     'File "',

@@ -35,6 +35,7 @@ from collections.abc import Iterable, Sequence
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple
 
+from diagnose.ingest.normalize import HOST_LABEL, JSON_TEXT_KEYS
 from diagnose.ingest.read import WHOLE_INPUT_LIMIT
 from diagnose.records import record
 
@@ -164,9 +165,9 @@ _FRAME_START = (
     b"^",  # compiler caret lines under a failing source line
     b"~",
 )
-_HOST_LABEL = re.compile(rb"[a-z0-9][a-z0-9.-]{0,62}: ")
+_HOST_LABEL = re.compile(HOST_LABEL.encode() + rb": ")
 # The start of a JSON log record's text field (the keys normalize unwraps).
-_JSON_TEXT = re.compile(rb'\{"(?:log|message|msg|textPayload)": ?"')
+_JSON_TEXT = re.compile(rb'\{"(?:' + "|".join(JSON_TEXT_KEYS).encode() + rb')": ?"')
 _NUMBERED_FRAME = re.compile(rb"\d+\s+0x[0-9a-fA-F]+\s|\S+\((?:\S*\+)?0x[0-9a-fA-F]+\)\s*\[0x")
 
 
@@ -339,9 +340,9 @@ def scan(
             big = hi - lo >= _AHEAD_MIN
             ahead.append((buf, lo, hi, pool.submit(union.search, buf, lo, hi - 1) if big else None))
             if len(ahead) > workers:
-                _feed_ahead(scanner, ahead.popleft())
+                _feed_searched(scanner, ahead.popleft())
         while ahead:
-            _feed_ahead(scanner, ahead.popleft())
+            _feed_searched(scanner, ahead.popleft())
     return scanner.result(read.total)
 
 
@@ -693,7 +694,7 @@ def _search_threads() -> int:
     return 2 if (cores or 1) > 1 else 0
 
 
-def _feed_ahead(scanner: _Scanner, item: tuple[bytes, int, int, Any]) -> None:
+def _feed_searched(scanner: _Scanner, item: tuple[bytes, int, int, Any]) -> None:
     buf, lo, hi, future = item
     if future is None:
         scanner.feed(buf, lo, hi)
