@@ -30,6 +30,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from diagnose.elastic_report import MAX_REPORT_LINES, opens_report, read_report
 from diagnose.lazyre import LazyPattern, lazy
 from diagnose.model import Frame, LogLine, Region
 from diagnose.records import record
@@ -745,6 +746,7 @@ class _Stream:
         n, cls, nxt = self.n, self.cls, self.nxt
         start = i
         message = -1
+        report_text = ""  # the summary of torch elastic's report, when one follows
         # The last exception line of an earlier link in a chain: when the paste stops right
         # after "During handling of the above exception ..." and the next traceback's header
         # (vllm-project/vllm#16336), that exception is still the failure, not the last frame.
@@ -777,7 +779,11 @@ class _Stream:
                     break
             if j < n and self._exception_at(j):
                 message = j
-                j = self._tail(j + 1, free=True)
+                report = self._report(j)
+                if report is None:
+                    j = self._tail(j + 1, free=True)
+                else:
+                    j, report_text = report
             else:
                 message = -1
             k = nxt[j] if j < n else n
@@ -803,10 +809,24 @@ class _Stream:
             start,
             end,
             message,
-            _strip_prefixes(self._text(message)),
+            report_text or _strip_prefixes(self._text(message)),
             cut or self._cut_at_end(end),
             has_message,
         )
+
+    def _report(self, j: int) -> tuple[int, str] | None:
+        """torch elastic's failure table under exception line ``j``: its end and summary.
+
+        ``None`` when no report follows (see :mod:`diagnose.elastic_report`).
+        """
+        if j + 2 >= self.n:
+            return None
+        head = _strip_prefixes(self._text(j))
+        if not opens_report(head, self._text(j + 1), self._text(j + 2)):
+            return None
+        stop = min(self.n, j + 1 + MAX_REPORT_LINES)
+        taken, summary = read_report([self._text(k) for k in range(j + 1, stop)])
+        return j + 1 + taken, f"{head.rstrip()} {summary}"
 
     def _exception_shaped(self, j: int) -> bool:
         """Does line ``j`` read like ``package.SomeError: text`` rather than source code?"""
@@ -940,6 +960,10 @@ class _Stream:
 
     def _error_block(self, i: int) -> _Found:
         """Adjacent error lines (and their native backtrace) that report one failure."""
+        report = self._report(i)
+        if report is not None:  # a paste that starts at ChildFailedError and its table
+            end, text = report
+            return _Found("error-line", i, end, i, text, self._cut_at_end(end))
         n, cls = self.n, self.cls
         members = [i]
         seen = {_mask(_strip_prefixes(self._text(i)))} if cls[i] == _ERR else set()
