@@ -28,9 +28,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from diagnose.elastic_report import MAX_REPORT_LINES, opens_report, read_report
+from diagnose.frames.ipython import arrow_line
+from diagnose.frames.ipython import is_frame_line as is_ipython_frame
+from diagnose.frames.ipython import is_source_line as is_ipython_source
 from diagnose.lazyre import LazyPattern, lazy
 from diagnose.model import Frame, LogLine, Region
 from diagnose.records import record
@@ -142,6 +146,8 @@ _EXC_RE = lazy(
 
 # The same with a CamelCase last component: tells an exception line from a source line.
 _EXC_SHAPE_RE = lazy(r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?::\s|:$|$)")
+# The rule IPython prints above a traceback's header (and a chained exception's).
+_DASH_RULE_RE = lazy(r"-{20,}\s*$")
 # Python 3.11+ column markers under a source line.
 _MARKER_RE = lazy(r"\s*[~^]+\s*$")
 # An unindented line that carries on the error message before it: figures ("139264 bytes"),
@@ -579,6 +585,8 @@ def _classify(text: str, has_literal: bool = True) -> int:
             return _PYFRAME
         if s.startswith("Fatal Python error"):
             return _FATALPY
+    if first in "CIF</~" and is_ipython_frame(s):
+        return _PYFRAME
     if first == "=":
         if s.startswith("========="):
             return _CSAN
@@ -747,6 +755,7 @@ class _Stream:
         start = i
         message = -1
         report_text = ""  # the summary of torch elastic's report, when one follows
+        ipython = False  # IPython's frames: numbered source lines, "---->" on the current one
         # The last exception line of an earlier link in a chain: when the paste stops right
         # after "During handling of the above exception ..." and the next traceback's header
         # (vllm-project/vllm#16336), that exception is still the failure, not the last frame.
@@ -757,19 +766,21 @@ class _Stream:
         while True:
             # header lines (Traceback / chain markers) then frames and source lines
             while j < n and (
-                cls[j] in (_TB, _CHAIN)
-                or (cls[j] == _BLANK and nxt[j] < n and cls[nxt[j]] in (_TB, _CHAIN))
+                self._header(j) or (cls[j] == _BLANK and nxt[j] < n and self._header(nxt[j]))
             ):
                 j += 1
             while j < n:
                 c = cls[j]
                 if c == _PYFRAME:
+                    ipython = ipython or not self._text(j).lstrip().startswith('File "')
                     j += 1
                     # the frame's source line, even when a paste lost its indentation
                     if j < n and cls[j] in (_OTHER, _ERR) and not self._exception_shaped(j):
                         j += 1
                 elif c == _CODE or (c == _OTHER and _MARKER_RE.match(self._text(j))):
                     j += 1
+                elif ipython and c in (_OTHER, _ERR) and is_ipython_source(self._text(j)):
+                    j += 1  # "----> 3 code" (the arrow marks IPython's current line)
                 elif c == _BLANK and nxt[j] < n and cls[nxt[j]] in (_PYFRAME, _CODE):
                     j = nxt[j]
                 elif c == _BLANK and nxt[j] < n and j > start and self._exception_shaped(nxt[j]):
@@ -812,6 +823,18 @@ class _Stream:
             report_text or _strip_prefixes(self._text(message)),
             cut or self._cut_at_end(end),
             has_message,
+        )
+
+    def _header(self, j: int) -> bool:
+        """A traceback header, a chain marker, or the dash rule IPython prints above one."""
+        c = self.cls[j]
+        if c in (_TB, _CHAIN):
+            return True
+        return (
+            c == _OTHER
+            and j + 1 < self.n
+            and self.cls[j + 1] == _TB
+            and _DASH_RULE_RE.match(self._text(j)) is not None
         )
 
     def _report(self, j: int) -> tuple[int, str] | None:
@@ -1083,7 +1106,13 @@ def _frames_of(
 ) -> tuple[Frame, ...]:
     """Parse the frame lines of ``body`` (at most ``_MAX_FRAMES``)."""
     out: list[Frame] = []
+    numberless = -1  # index in out of an IPython 7 frame still waiting for its line number
     for line, c in zip(body, classes, strict=True):
+        if numberless >= 0 and c != _PYFRAME:
+            number = arrow_line(line.text)
+            if number is not None:
+                out[numberless] = replace(out[numberless], line=number)
+                numberless = -1
         if c in (_PYFRAME, _FRAME, _CSAN):
             if c == _CSAN:
                 line = LogLine(line.number, line.text.lstrip()[9:].strip(), line.rank, line.level)
@@ -1092,6 +1121,7 @@ def _frames_of(
             except Exception:  # a contract breach must not lose the region
                 frame = None
             if frame is not None:
+                numberless = len(out) if c == _PYFRAME and frame.line is None else -1
                 out.append(frame)
                 if len(out) >= _MAX_FRAMES:
                     break

@@ -9,7 +9,8 @@ Dialects (the ``Frame.dialect`` value in quotes):
 - ``"c10"``: PyTorch ``frame #N: symbol + 0xoff (0xaddr in module)``.
 - ``"gdb"``: gdb / cuda-gdb ``#N  0xaddr in f (args) at file:line`` / ``from lib``.
 - ``"sanitizer"``: ASan/UBSan/TSan/MSan and llvm-symbolizer ``#N 0xaddr in f file:line:col``.
-- ``"python"``: traceback and faulthandler ``File "x.py", line N, in f``.
+- ``"python"``: traceback and faulthandler ``File "x.py", line N, in f``, and IPython /
+  Jupyter's ``Cell In[7], line 3`` and ``File /x.py:12, in f(a)`` (:mod:`diagnose.frames.ipython`).
 - ``"boost"``: ``boost::stacktrace`` (Triton Inference Server's signal handler, which hosts
   the TensorRT-LLM backend): ``N# f(args) in lib.so``, ``N# 0xADDR in lib.so``,
   ``N# f at file.cc:12``.
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from diagnose.frames.ipython import parse_ipython_frame
 from diagnose.frames.names import parse_name
 from diagnose.frames.vocab import kernel_facts
 from diagnose.lazyre import lazy
@@ -155,6 +157,10 @@ def _dispatch(number: int, text: str, first: str) -> Frame | None:
         return _hash_frame(number, text)
     if first == "F" and text.startswith('File "'):
         return _python_frame(number, text)
+    if first in "CIF<~" or (first == "/" and ".py in " in text):
+        frame = parse_ipython_frame(number, text)
+        if frame is not None:
+            return frame
     if first == "f" and text.startswith("frame #"):
         return _c10_frame(number, text)
     if first.isdigit():
