@@ -667,12 +667,20 @@ def _is_hard_cut(line: _Clean) -> bool:
     allocate``), and a rule needs the message whole.  A separator rule (``=`` * 80) is
     exactly as wide by design, so lines of one or two distinct characters are not cuts.
     A log prefix that alone fills the terminal line leaves its message on the next one.
-    A line padded with blanks to the width (a Windows console copy) was not cut.
+    A line padded with blanks to the width (a Windows console copy) was not cut, nor is a
+    title centred in a rule the width of the terminal.
     """
     if not line.wrap or line.pad > 1:
         return False
     body = line.text.strip()
+    if body[:3] in _RULE_HEADS and _TITLED_RULE.match(body):
+        return False  # pytest pads "=== FAILURES ===" and "___ test_x ___" to the width
     return len(set(body)) > 2 or (line.prefixed and not body)
+
+
+# A section title centred in a rule: "==== 1 failed in 3.2s ====", "____ test_x[a] ____".
+_TITLED_RULE = lazy(r"([=_*#~+-])\1{2,} \S.*? \1{3,}$")
+_RULE_HEADS = frozenset(c * 3 for c in "=_*#~+-")
 
 
 def _continues(head: _Clean, nxt: _Clean) -> bool:
