@@ -35,6 +35,10 @@ from diagnose.elastic_report import MAX_REPORT_LINES, opens_report, read_report
 from diagnose.frames.ipython import arrow_line
 from diagnose.frames.ipython import is_frame_line as is_ipython_frame
 from diagnose.frames.ipython import is_source_line as is_ipython_source
+from diagnose.frames.pytest_report import ends_failure, opens_section
+from diagnose.frames.pytest_report import is_error_line as is_pytest_error
+from diagnose.frames.pytest_report import is_frame_line as is_pytest_frame
+from diagnose.frames.pytest_report import is_header as is_pytest_header
 from diagnose.lazyre import LazyPattern, lazy
 from diagnose.model import Frame, LogLine, Region
 from diagnose.records import record
@@ -71,6 +75,8 @@ _SIGNATURE_FRAMES = 32
 # Free-text lines accepted after an exception line as part of its message (ninja output,
 # multi-line ValueError text).  Frame lines do not count against it.
 _MAX_MESSAGE_LINES = 40
+# A pytest failure (the test's source, every frame's code, captured locals) is cut here.
+_MAX_PYTEST_LINES = 5_000
 # A message is cut here; the full line stays in the region body.
 _MAX_MESSAGE = 4096
 
@@ -94,6 +100,7 @@ _CSAN = 14  # "========= ..." (compute-sanitizer)
 _GDBSIG = 15  # "Thread 1 "python" received signal SIGSEGV, Segmentation fault."
 _GDBNOISE = 16  # gdb chatter around a backtrace ("[New LWP 12]", "Using host libthread_db")
 _ERR = 17  # an error-vocabulary line
+_PYTEST = 18  # "_____ test_x[param] _____": a pytest failure's header
 
 # Classes that may follow a message as its attached native backtrace.
 _TAIL = frozenset({_FRAME, _C10HDR, _HINT, _GDBNOISE, _GDBSIG})
@@ -408,6 +415,8 @@ _PREFIX_RE = lazy(
     r"|==\d+==\s*(?:ERROR:\s*)?"
     r"|=+\s+"
     r"|what\(\):\s*"
+    # pytest: the "E   " of an exception line, and a short summary's "FAILED <test> - "
+    r"|E {1,10}(?=\S)|FAILED \S+::\S+ - "
     r")"
 )
 # The characters a match of _PREFIX_RE can start with, once leading spaces are stripped (a
@@ -587,6 +596,10 @@ def _classify(text: str, has_literal: bool = True) -> int:
             return _FATALPY
     if first in "CIF</~" and is_ipython_frame(s):
         return _PYFRAME
+    if ".py:" in t and is_pytest_frame(s):
+        return _PYFRAME
+    if first == "_" and is_pytest_header(s):
+        return _PYTEST
     if first == "=":
         if s.startswith("========="):
             return _CSAN
@@ -654,7 +667,9 @@ class _Stream:
         while i < n:
             c = cls[i]
             found: _Found | None = None
-            if c in (_TB, _CHAIN, _PYFRAME) or (
+            if c == _PYTEST or (c in (_PYFRAME, _ERR) and self._pytest_opens(i)):
+                found = self._pytest(i)
+            elif c in (_TB, _CHAIN, _PYFRAME) or (
                 c in (_CODE, _OTHER) and self._code_opens_traceback(i)
             ):
                 found = self._traceback(i)
@@ -824,6 +839,42 @@ class _Stream:
             cut or self._cut_at_end(end),
             has_message,
         )
+
+    def _pytest_opens(self, i: int) -> bool:
+        """Does line ``i`` (a frame or an error line) belong to a pytest failure?"""
+        text = self._text(i)
+        if self.cls[i] == _ERR:
+            return is_pytest_error(text)
+        return ".py:" in text and is_pytest_frame(text.strip())
+
+    def _pytest(self, i: int) -> _Found:
+        """A pytest failure, from its header (or a frame or ``E`` line) to where it ends.
+
+        It ends after its closing ``path.py:620: SomeError`` line, before the next header
+        or section, or (``--tb=short`` has no closing line) at the first line after the
+        ``E`` lines that is not another ``E`` line or blank.
+        """
+        n = self.n
+        stop = min(n, i + _MAX_PYTEST_LINES)
+        errors: list[int] = [i] if self.cls[i] == _ERR else []
+        closed = ends_failure(self._text(i).strip())
+        j = i + 1
+        while j < stop and not closed:
+            text = self._text(j)
+            s = text.strip()
+            if is_pytest_header(s) or opens_section(s):
+                break
+            if is_pytest_error(text):
+                errors.append(j)
+            elif s and errors and not ends_failure(s):
+                break  # past the exception: the failure is over
+            closed = ends_failure(s)
+            j += 1
+        end = self._trim(i, j)
+        shaped = [k for k in errors if _EXC_SHAPE_RE.match(_strip_prefixes(self._text(k)))]
+        message = (shaped or errors or [end - 1 if closed else i])[0]
+        text = _strip_prefixes(self._text(message))
+        return _Found("python-traceback", i, end, message, text, self._cut_at_end(end))
 
     def _header(self, j: int) -> bool:
         """A traceback header, a chain marker, or the dash rule IPython prints above one."""
@@ -1176,6 +1227,9 @@ def find_regions(lines: Sequence[LogLine]) -> list[Region]:
 def _find_regions(lines: Sequence[LogLine]) -> list[Region]:
     parse = _frame_parser()
     merged: dict[tuple[str, ...], _Merged] = {}
+    # A frameless line that repeats an earlier failure's message (pytest's "FAILED x - msg"
+    # summary, a logger echoing the exception) is one more copy of it, not a new failure.
+    by_message: dict[str, _Merged] = {}
     for stream_lines in _streams(lines):
         flags = _literal_lines([line.text for line in stream_lines])
         classes = [
@@ -1189,6 +1243,8 @@ def _find_regions(lines: Sequence[LogLine]) -> list[Region]:
             sig = _signature(found.message_text, frames, body, body_cls)
             ranks = _ranks_of(body, found.message_text)
             entry = merged.get(sig)
+            if entry is None and not frames:
+                entry = by_message.get(sig[0])
             if entry is not None:
                 entry.count += 1
                 entry.ranks.update(dict.fromkeys(ranks))
@@ -1203,6 +1259,7 @@ def _find_regions(lines: Sequence[LogLine]) -> list[Region]:
                 truncated=found.truncated,
             )
             merged[sig] = _Merged(region, 1, dict.fromkeys(ranks))
+            by_message.setdefault(sig[0], merged[sig])
     out: list[Region] = []
     for entry in merged.values():
         ranks = tuple(sorted(entry.ranks, key=_rank_key))

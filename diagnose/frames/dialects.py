@@ -31,6 +31,7 @@ from typing import NamedTuple
 
 from diagnose.frames.ipython import parse_ipython_frame
 from diagnose.frames.names import parse_name
+from diagnose.frames.pytest_report import parse_pytest_frame
 from diagnose.frames.vocab import kernel_facts
 from diagnose.lazyre import lazy
 from diagnose.model import Frame, KernelFacts, LogLine, ParsedName, TemplateArg
@@ -157,6 +158,10 @@ def _dispatch(number: int, text: str, first: str) -> Frame | None:
         return _hash_frame(number, text)
     if first == "F" and text.startswith('File "'):
         return _python_frame(number, text)
+    if ".py:" in text:
+        frame = parse_pytest_frame(number, text)
+        if frame is not None:
+            return frame
     if first in "CIF<~" or (first == "/" and ".py in " in text):
         frame = parse_ipython_frame(number, text)
         if frame is not None:
