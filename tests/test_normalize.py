@@ -1048,3 +1048,43 @@ def test_corpus_logs_keep_their_line_numbers_and_lose_their_prefixes(corpus_dir:
         assert list(normalize_lines(enumerate(iter_lines(path), 1))) == lines, path.name
         for line in lines:
             assert not line.text.lstrip().startswith(leftovers), (path.name, line)
+
+
+def test_a_repeated_record_does_not_teach_a_terminal_width() -> None:
+    # Two copies of one 119-column warning, each followed by a shorter line: one piece of
+    # evidence, not two, so neither copy swallows the line after it (deepseek-ai/DeepEP#303).
+    head = "/opt/shmem/src/host/transport/transport.cpp:nvshmemi_transport_init:282: " + (
+        "init failed for transport: IBGDA"
+    )
+    head = head.ljust(118, "x") + "A"
+    rest = "WARN: device mlx5_3 cannot allocate buffer on the specified memory type. Skipping..."
+    raw = "\n".join([head, rest, "", head, rest, ""])
+    assert texts(raw)[:2] == [head, rest]
+
+
+def test_tritons_ptxas_heading_is_not_the_rest_of_an_80_column_line() -> None:
+    head = "triton.runtime.errors.PTXASError: PTXAS error: Internal Triton PTX codegen error"
+    assert len(head) == 80
+    assert texts(head + "\n`ptxas` stderr:\nptxas fatal   : Unresolved extern\n")[:2] == [
+        head,
+        "`ptxas` stderr:",
+    ]
+
+
+def test_open_mpi_and_buildkit_prefixes() -> None:
+    lines = normalize(
+        "[trainer-03:00412] Signal: Floating point exception (8)\n"
+        "#17 305.3   Error: Kernel compilation failed for csrc/a.cu: nvcc error:\n"
+        "#1  0x00007f3a in main () at a.c:3\n"
+    )
+    assert [(line.text, line.rank) for line in lines] == [
+        ("Signal: Floating point exception (8)", "trainer-03:00412"),
+        ("  Error: Kernel compilation failed for csrc/a.cu: nvcc error:", None),
+        ("#1  0x00007f3a in main () at a.c:3", None),
+    ]
+
+
+def test_a_loggers_file_tag_with_a_long_line_number_is_no_open_mpi_host() -> None:
+    assert texts("[engine_core.py:12345] Engine started") == [
+        "[engine_core.py:12345] Engine started"
+    ]

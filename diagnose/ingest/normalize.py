@@ -317,6 +317,8 @@ _BRACKET_PREFIX = lazy(
     r"|\d\d/\d\d/\d{4}-\d\d:\d\d:\d\d\]"
     # kubectl logs --prefix: [pod/name-abc12/container]
     r"|pod/(?P<pod>[\w.-]{1,253})/[\w.-]{1,63}\]"
+    # Open MPI's signal handler and mca messages: [trainer-03:00412] (host, pid printed %05d)
+    r"|(?P<ompi>[A-Za-z][\w.-]{0,252}:\d{5,8})\](?= )"
     # a bare pid before another bracketed prefix: [80746] [rank0]: (hiyouga/LlamaFactory#7396)
     r"|(?P<pid>\d{2,8})\](?= \[)"
     # dmesg: seconds since boot "[ 1234.567890]", or dmesg -T "[Mon Mar  3 10:00:00 2025]"
@@ -365,6 +367,8 @@ _COMPOSE = lazy(
     r"(?P<svc>[A-Za-z0-9][\w.-]{0,62}?) {2,}\| "
     r"|(?P<replica>[A-Za-z0-9][\w.-]{0,62}[-_](?=[0-9a-z]{0,9}\d)[0-9a-z]{1,10}) \| "
 )
+_SOURCE_SUFFIXES = (".py", ".c", ".cc", ".cpp", ".cu", ".h", ".hpp", ".rs", ".go")
+_BUILDKIT = lazy(r"#\d{1,4} \d{1,6}\.\d{1,3} ")
 # Buildkite / CI log viewers: "  | " before each line, often inside a chat quote
 # (vllm-project/vllm#8204); not a markdown table row: those end in "|".
 _PIPE = lazy(r" {0,4}\| ")
@@ -408,7 +412,9 @@ def _strip_one_prefix(text: str, ident: _Ident) -> str | None:
         match = _BRACKET_PREFIX.match(text)
         if match is None:
             return None
-        tags, rank, mpi, role, pod, pid = match.group("tags", "rank", "mpi", "role", "pod", "pid")
+        tags, rank, mpi, role, pod, pid, ompi = match.group(
+            "tags", "rank", "mpi", "role", "pod", "pid", "ompi"
+        )
         if tags or rank or mpi or role:
             ident.offer(tags or rank or mpi or role, 3)
         if role:  # the blank after "[default0]:" is the message's own indentation
@@ -417,7 +423,15 @@ def _strip_one_prefix(text: str, ident: _Ident) -> str | None:
             ident.offer(pod, 2)
         elif pid:
             ident.offer(f"pid={pid}", 1)
+        elif ompi:
+            if ompi.rpartition(":")[0].endswith(_SOURCE_SUFFIXES):
+                return None  # a logger's [file.py:12345] tag, not a host
+            ident.offer(ompi, 1)
         return text[match.end() :]
+    if first == "#":
+        # Docker BuildKit's plain progress: "#17 305.3 " (step, then seconds into it)
+        match = _BUILDKIT.match(text)
+        return text[match.end() :] if match else None
     if first == "(":
         match = _WORKER.match(text)
         if match and ("pid=" in match.group(0) or "ip=" in match.group(0)):
@@ -632,7 +646,10 @@ _FRAME_START = lazy(
 _NEW_RECORD = lazy(
     r"(?:Traceback \(|During handling|The above exception|terminate called|\[TensorRT-LLM\]"
     r"|(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Warning|Exit|Interrupt)\b"
-    r"|\S+:\d+:\d*:? ?(?:error|warning|note):)"
+    r"|\S+:\d+:\d*:? ?(?:error|warning|note):"
+    # Triton's PTXASError: "triton.runtime.errors.PTXASError: PTXAS error: Internal Triton
+    # PTX codegen error" is exactly 80 columns, and its next line is this heading.
+    r"|`ptxas` stderr:)"
 )
 
 
@@ -754,6 +771,7 @@ _ALIKE_MIN_OVERLAP = 16
 # A cut falls anywhere in a token: after a letter, digit, ``_``, a path or a call's
 # punctuation.  A closing bracket or a bar is where rows and records end.
 _MID_TOKEN_ENDS = frozenset("_-.,:;/<([{='\"")
+_DIGITS_MASKED = str.maketrans("0123456789", "##########")
 
 
 def _alike(head: str, text: str) -> bool:
@@ -810,13 +828,22 @@ class _WidthWindow:
     # Counted lines, widths strictly decreasing, from _WINDOW lines before the oldest on.
     widest: deque[_Clean] = field(default_factory=deque)
     learned: set[int] = field(default_factory=set)  # widths shown so far: no more weighing
+    # Cut pairs in the window by their head's text, digits masked: a record printed again
+    # (by another rank, or on retry) is the same evidence, not more.  Two copies of a
+    # 119-column NVSHMEM warning taught that width, and each copy swallowed the line after
+    # it (deepseek-ai/DeepEP#303).
+    heads: dict[str, int] = field(default_factory=dict)
 
     def pair(self, prev: _Clean, line: _Clean) -> None:
         """Count ``prev`` as a cut pair when it looks cut and ``line`` reads as its rest."""
         width = prev.width
         if not prev.wrap and width not in self.learned and _is_cut_pair(prev, line):
             prev.cut_pair = True
-            self.pairs[width] = self.pairs.get(width, 0) + 1
+            key = prev.text.translate(_DIGITS_MASKED)
+            seen = self.heads.get(key, 0)
+            self.heads[key] = seen + 1
+            if not seen:
+                self.pairs[width] = self.pairs.get(width, 0) + 1
 
     def count(self, line: _Clean) -> None:
         """Count a line at least ``_COUNTED`` wide that has just entered the window."""
@@ -854,7 +881,13 @@ class _WidthWindow:
             line.wrap = _INFERRED
         self.widths[width] -= 1
         if line.cut_pair:
-            self.pairs[width] -= 1
+            key = line.text.translate(_DIGITS_MASKED)
+            left = self.heads[key] - 1
+            if left:
+                self.heads[key] = left
+            else:
+                del self.heads[key]
+                self.pairs[width] -= 1
 
 
 def _infer_wraps(lines: Iterable[_Clean]) -> Iterator[_Clean]:
