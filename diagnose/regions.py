@@ -415,8 +415,10 @@ _PREFIX_RE = lazy(
     r"|==\d+==\s*(?:ERROR:\s*)?"
     r"|=+\s+"
     r"|what\(\):\s*"
+    # UCX's "[host:pid:thread:tid]" before "Caught signal 8 (Floating point exception ...)"
+    r"|\[[\w.-]+:\d+ ?:\d+:\d+\]\s*"
     # pytest: the "E   " of an exception line, and a short summary's "FAILED <test> - "
-    r"|E {1,10}(?=\S)|FAILED \S+::\S+ - "
+    r"|E {1,64}(?=\S)|FAILED \S+::\S+ - "
     r")"
 )
 # The characters a match of _PREFIX_RE can start with, once leading spaces are stripped (a
@@ -600,6 +602,8 @@ def _classify(text: str, has_literal: bool = True) -> int:
         return _PYFRAME
     if first == "_" and is_pytest_header(s):
         return _PYTEST
+    if first == "E" and is_pytest_error(t) and _EXC_SHAPE_RE.match(s[1:].lstrip()):
+        return _ERR  # pytest's "E   pkg.SomeUnsupported: ...": any exception, not only *Error
     if first == "=":
         if s.startswith("========="):
             return _CSAN

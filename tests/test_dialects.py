@@ -608,3 +608,33 @@ def peer_scores(peer_bench: ModuleType) -> dict[str, float]:
 @pytest.mark.parametrize("suite", sorted(MEASURED))
 def test_peer_scores_hold(peer_scores: dict[str, float], suite: str) -> None:
     assert peer_scores[suite] >= MEASURED[suite] - MARGIN, (suite, peer_scores[suite])
+
+
+def test_ucx_backtrace_frames_keep_their_function_and_source() -> None:
+    frame = parse_frame(LogLine(4, " 7 0x00000000007b13e4 cublasLtMatmulAlgoGetHeuristic()  ???:0"))
+    assert frame is not None
+    assert (frame.function, frame.file, frame.line) == (
+        "cublasLtMatmulAlgoGetHeuristic",
+        None,
+        None,
+    )
+    frame = parse_frame(
+        LogLine(5, " 9 0x00000000036f4255 at::native::(anonymous namespace)::addmm()  Blas.cpp:41")
+    )
+    assert frame is not None
+    assert (frame.function, frame.file, frame.line) == (
+        "at::native::(anonymous namespace)::addmm",
+        "Blas.cpp",
+        41,
+    )
+
+
+def test_open_mpi_numbers_its_glibc_frames() -> None:
+    line = "[ 1] /opt/venv/nvidia/cublas/lib/libcublasLt.so.12(+0x7a1b3c)[0x7f10d27a1b3c]"
+    frame = parse_frame(LogLine(3, line))
+    assert frame is not None and frame.dialect == "glibc"
+    assert (frame.index, frame.module, frame.offset) == (
+        1,
+        "/opt/venv/nvidia/cublas/lib/libcublasLt.so.12",
+        "+0x7a1b3c",
+    )

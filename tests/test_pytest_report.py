@@ -152,3 +152,14 @@ def test_a_frameless_repeat_of_a_message_joins_the_failure_it_repeats() -> None:
     )
     [region] = find_regions([LogLine(i + 1, row) for i, row in enumerate(text.split("\n"))])
     assert (region.lines, region.count) == ((1, 4), 2)
+
+
+def test_deeply_indented_e_lines_of_any_exception_open_a_failure() -> None:
+    text = (
+        ">               raise e.with_traceback(None) from e.__cause__\n"
+        "E               torch._dynamo.exc.Unsupported: can't handle functions not in python\n"
+        "E                 Explanation: Dynamo can only handle functions defined in python\n"
+    )
+    [region] = regions_of(text)
+    assert region.message == "torch._dynamo.exc.Unsupported: can't handle functions not in python"
+    assert diagnose_text(text).fatal is True

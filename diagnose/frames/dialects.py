@@ -77,8 +77,11 @@ _BOOST = lazy(r"(\d{1,5})# (\S.*)$")
 _BOOST_AT = lazy(r"(.+) at (\S+):(\d+)$")
 # TensorRT-LLM "1       0x789a90580ca6 REST".
 _TRTLLM = lazy(rf"(\d+)\s+({_HEX})\s+(\S.*)$")
+# The source position UCX prints two blanks after a symbol: "  Blas.cpp:0", "  ???:0".
+_UCX_SOURCE = lazy(r"\)\s{2,}(\S+):(\d+)$")
 # glibc backtrace_symbols: "module(symbol+0xoff) [0xaddr]", "module(+0xoff)", "module [0xaddr]".
 _GLIBC = lazy(rf"([^\s()\[\]][^\s()\[\]]*)\s*\((.*?)(?:([+-]{_HEX}))?\)(?:\s*\[({_HEX})\])?$")
+_OMPI_INDEX = lazy(r"\[ *(\d{1,4})\] ")
 _GLIBC_BARE = lazy(rf"([^\s()\[\]]+)\s*\[({_HEX})\]$")
 # PyTorch c10 "frame #3: REST".
 _C10 = lazy(r"frame #(\d+):\s*(.*)$")
@@ -475,7 +478,13 @@ def _trtllm_frame(number: int, text: str) -> Frame | None:
     if m is None:
         return None
     index, address, rest = int(m.group(1)), m.group(2), m.group(3).rstrip()
-    module = offset = None
+    module = offset = file = None
+    line: int | None = None
+    if rest[-1].isdigit() and "  " in rest and (u := _UCX_SOURCE.search(rest)) is not None:
+        # UCX's "==== backtrace ====": " 7 0x7b13e4 cublasLtMatmulAlgoGetHeuristic()  ???:0"
+        rest = rest[: u.start() + 1]
+        if u.group(1) != "???":
+            file, line = u.group(1), int(u.group(2)) or None
     symbol: str | None = rest
     if rest[-1] in ")]" and "(" in rest and not rest.endswith("()"):
         g = _GLIBC.match(rest)
@@ -487,7 +496,15 @@ def _trtllm_frame(number: int, text: str) -> Frame | None:
             # TensorRT-LLM's getTrace() prints the offset in decimal; Frame.offset is hex.
             symbol, offset = head.rstrip(), f"+{int(dec):#x}"
     return _cxx_frame(
-        number, "trtllm", symbol, index=index, address=address, module=module, offset=offset
+        number,
+        "trtllm",
+        symbol,
+        index=index,
+        address=address,
+        module=module,
+        offset=offset,
+        file=file,
+        line=line,
     )
 
 
@@ -530,13 +547,23 @@ def _looks_like_module(path: str) -> bool:
 
 
 def _glibc_frame(number: int, text: str) -> Frame | None:
-    """Parse ``backtrace_symbols`` output ``module(symbol+0xoff) [0xaddr]``."""
+    """Parse ``backtrace_symbols`` output ``module(symbol+0xoff) [0xaddr]``.
+
+    Open MPI's signal handler numbers each one: ``[ 1] /lib/libcublasLt.so.12(+0x7a1b)[0x7f..]``.
+    """
+    index: int | None = None
+    if text[:1] == "[" and (n := _OMPI_INDEX.match(text)) is not None:
+        index, text = int(n.group(1)), text[n.end() :]
     m = _GLIBC.match(text)
     if m is None:
         bare = _GLIBC_BARE.match(text)
         if bare and _looks_like_module(bare.group(1)):
             return Frame(
-                log_line=number, dialect="glibc", address=bare.group(2), module=bare.group(1)
+                log_line=number,
+                dialect="glibc",
+                index=index,
+                address=bare.group(2),
+                module=bare.group(1),
             )
         return None
     module, symbol, offset, address = m.groups()
@@ -549,7 +576,13 @@ def _glibc_frame(number: int, text: str) -> Frame | None:
     if symbol and " " in symbol:
         return None
     return _cxx_frame(
-        number, "glibc", symbol or None, address=address, module=module, offset=offset
+        number,
+        "glibc",
+        symbol or None,
+        index=index,
+        address=address,
+        module=module,
+        offset=offset,
     )
 
 

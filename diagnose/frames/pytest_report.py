@@ -46,7 +46,7 @@ _HEADER = lazy(r"_{3,} \S.*? _{3,}\s*$")
 # section rule, or a "--- Captured stderr call ---" section (the captured output is the
 # program's own log, read on its own).
 _SECTION = lazy(r"={3,} .*? ={3,}\s*$|-{3,} Captured \w+ \w+ -{3,}\s*$|={20,}\s*$")
-_ERROR = lazy(r"E {1,10}\S")
+_ERROR = lazy(r"E {1,64}\S")
 
 
 def is_header(s: str) -> bool:
