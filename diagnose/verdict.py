@@ -175,7 +175,8 @@ def unknown_fatal(
     logger called a warning (vLLM's "Custom allreduce is disabled" is logged as a WARNING;
     sglang-style prefixes name no level and count), and the program does not say right
     after it that it carried on (``lines``: TensorRT-LLM's "Step function failed,
-    continuing.", trtexec's "... has been ignored"; held-out round 10).  An error line at
+    continuing.", trtexec's "... has been ignored"; held-out round 10; NVSHMEM's
+    "Skipping...", round 11).  An error line at
     ERROR level, any traceback or backtrace, and any CUDA/NCCL error line all count.
     """
     if not regions:
@@ -194,7 +195,10 @@ def unknown_fatal(
 
 # The program's own word that it went on after an error it printed.
 _CARRIED_ON = re.compile(
-    r"\bcontinuing\b|\bfalling back\b|\bhas been ignored\b|\bwill be launched without\b",
+    r"\bcontinuing\b|\bfalling back\b|\bhas been ignored\b|\bwill be launched without\b"
+    # NVSHMEM after a transport that would not initialise: "WARN: device mlx5_3 cannot
+    # allocate buffer ... Skipping..." (deepseek-ai/DeepEP#303: the test then ran to the end)
+    r"|\bskipping\b",
     re.IGNORECASE,
 )
 # Lines after a region in which such a word still speaks of it.
@@ -207,6 +211,6 @@ def _carried_on_lines(lines: Sequence[LogLine]) -> list[int]:
         ln.number
         for ln in lines
         if ("ontinu" in ln.text or "ignored" in ln.text or "alling back" in ln.text
-            or "without" in ln.text)
+            or "without" in ln.text or "kipping" in ln.text)
         and _CARRIED_ON.search(ln.text) is not None
     ]  # fmt: skip

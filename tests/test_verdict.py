@@ -156,3 +156,16 @@ def test_a_traceback_whose_code_says_continuing_is_still_fatal() -> None:
         "frob.FrobError: the frobnicator went away\n"
     )
     assert diagnose_text(log).fatal is True
+
+
+def test_a_device_the_program_says_it_skipped_is_not_a_fatal_unknown() -> None:
+    from diagnose.api import diagnose_text
+
+    log = (
+        "/opt/shmem/src/host/transport/transport.cpp:nvshmemi_transport_init:282:"
+        " init failed for transport: IBGDA\n"
+        "WARN: device mlx5_9 cannot allocate buffer on the specified memory type. Skipping...\n"
+        "[rank 3] Dispatch + combine bandwidth: 98.10 GB/s\n"
+    )
+    d = diagnose_text(log)
+    assert d.cause == "unknown" and d.crashes and d.fatal is False
