@@ -94,6 +94,7 @@ def report(
     per_label: dict[str, Counter[str]] = defaultdict(Counter)
     misses = []
     fatal_ok = 0
+    fatal_misses: list[tuple[str, object, object]] = []
     for case_id, _path, labels in cases:
         want = str(labels["cause"])
         have = str(got[case_id]["cause"])
@@ -104,14 +105,16 @@ def report(
         else:
             per_label[have]["fp"] += 1
             misses.append((case_id, want, have, got[case_id]["rule"]))
-        if got[case_id]["fatal"] == labels.get("fatal") or (
-            have == "unknown" and want == "unknown"
-        ):
+        # No crash region (fatal None) says nothing died: it agrees with a label of false.
+        # Unknown verdicts are judged too (they were once passed as agreeing).
+        if bool(got[case_id]["fatal"]) == bool(labels.get("fatal")):
             fatal_ok += 1
+        else:
+            fatal_misses.append((case_id, labels.get("fatal"), got[case_id]["fatal"]))
     total = len(cases)
     correct = sum(c["tp"] for c in per_label.values())
     print(f"top-1 accuracy: {correct}/{total} = {correct / total:.1%}")
-    print(f"fatal flag agrees: {fatal_ok}/{total}")
+    print(f"fatal flag agrees: {fatal_ok}/{total} (no crash found counts as not fatal)")
     unknown_given_known = sum(
         1 for _, want, have, _ in misses if have == "unknown" and want != "unknown"
     )
@@ -133,6 +136,8 @@ def report(
     print()
     for case_id, want, have, rule in misses:
         print(f"MISS {case_id}: label {want}, got {have} ({rule})")
+    for case_id, want_fatal, have_fatal in fatal_misses:
+        print(f"FATAL {case_id}: label {want_fatal}, got {have_fatal}")
     return correct / total if total else 0.0
 
 

@@ -241,6 +241,8 @@ _ERR_LITERALS = (
     "fallen off",
     "GPU is lost",
     "Signal (",
+    "than is available",
+    "gated repo",
 )
 
 # (kind, weight, pattern): the first pattern of the highest weight decides a line's kind.
@@ -340,6 +342,10 @@ _VOCAB: tuple[tuple[str, int, LazyPattern], ...] = (
             r"|^Killed\b|\bKilled\s+\S|panicked at|No space left on device"
             r"|Skipping tactic|Cannot profile configuration|not found any valid \w+ config"
             r"|[Ff]atal error|Error building extension|build stopped: subcommand failed"
+            # ollama: "model requires more system memory (4.1 GiB) than is available (3.1 GiB)"
+            r"|requires more (?:system |host )?memory \([^)]{1,20}\) than is available"
+            # huggingface_hub's GatedRepoError text, often pasted without its traceback
+            r"|Cannot access gated repo\b"
             # Triton Inference Server's handler: "Signal (11) received." before its stack
             r"|^Signal \(\d{1,2}\) received"
         ),

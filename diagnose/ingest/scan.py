@@ -119,6 +119,8 @@ TRIGGERS: tuple[bytes, ...] = (
     b"fallen off the bus",
     b"GPU is lost",
     b"Signal (",  # Triton Inference Server: "Signal (11) received."
+    b"than is available",  # ollama: "model requires more system memory (...) than is ..."
+    b"gated repo",  # huggingface_hub: "Cannot access gated repo for url ..."
 )
 
 #: A starting set for ``context_literals``: lines that carry log-wide facts.
