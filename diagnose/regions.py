@@ -153,6 +153,8 @@ _EXC_RE = lazy(
 
 # The same with a CamelCase last component: tells an exception line from a source line.
 _EXC_SHAPE_RE = lazy(r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?::\s|:$|$)")
+# The rule before each sub-exception of an ExceptionGroup: "+-+---- 1 ----", "+---- 2 ----".
+_EGROUP_SEP_RE = lazy(r"\s*\+[-+]*-{3,} \d+ -{3,}\s*$")
 # The rule IPython prints above a traceback's header (and a chained exception's).
 _DASH_RULE_RE = lazy(r"-{20,}\s*$")
 # Python 3.11+ column markers under a source line.
@@ -781,6 +783,8 @@ class _Stream:
         message = -1
         report_text = ""  # the summary of torch elastic's report, when one follows
         ipython = False  # IPython's frames: numbered source lines, "---->" on the current one
+        in_group = False  # inside an ExceptionGroup's sub-exceptions
+        first_sub = -1  # the first sub-exception's line, once a second one follows
         # The last exception line of an earlier link in a chain: when the paste stops right
         # after "During handling of the above exception ..." and the next traceback's header
         # (vllm-project/vllm#16336), that exception is still the failure, not the last frame.
@@ -820,6 +824,20 @@ class _Stream:
                     j = self._tail(j + 1, free=True)
                 else:
                     j, report_text = report
+                if (
+                    j < n
+                    and cls[j] == _TB
+                    and j - 1 > message
+                    and _EGROUP_SEP_RE.match(self._text(j - 1)) is not None
+                ):
+                    # An ExceptionGroup (asyncio/anyio TaskGroup under uvicorn): each
+                    # sub-exception follows under a "+---- 1 ----" rule.  The first one is
+                    # the failure; the ones after it are usually its cancelled siblings.
+                    if in_group and first_sub < 0:
+                        first_sub = message
+                    in_group = True
+                    earlier = message
+                    continue
             else:
                 message = -1
             k = nxt[j] if j < n else n
@@ -836,7 +854,9 @@ class _Stream:
         end = self._trim(start, j)
         has_message = message >= 0
         cut = not has_message
-        if not has_message and earlier >= 0:
+        if first_sub >= 0:
+            message, has_message = first_sub, True
+        elif not has_message and earlier >= 0:
             message, has_message = earlier, True
         elif not has_message:
             message = self._last_frame(start, end)

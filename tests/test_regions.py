@@ -775,3 +775,42 @@ def test_each_prefix_kind_starts_with_a_head(prefix: str) -> None:
     assert m is not None and m.end() > 0, prefix
     assert regions._may_have_prefix(prefix)
     assert regions._strip_prefixes(prefix + "RuntimeError: boom") == "RuntimeError: boom"
+
+
+EXCEPTION_GROUP = """\
+ERROR:    Exception in ASGI application
+  + Exception Group Traceback (most recent call last):
+  |   File "/srv/venv/lib/python3.12/site-packages/uvicorn/protocols/http/h11_impl.py", line 403, in run_asgi
+  |     result = await app(self.scope, self.receive, self.send)
+  | ExceptionGroup: unhandled errors in a TaskGroup (2 sub-exceptions)
+  +-+---------------- 1 ----------------
+    | Traceback (most recent call last):
+    |   File "/srv/app/server.py", line 88, in generate
+    |     out = engine.step(batch)
+    | RuntimeError: CUDA error: an illegal memory access was encountered
+    | CUDA kernel errors might be asynchronously reported at some other API call.
+    +---------------- 2 ----------------
+    | Traceback (most recent call last):
+    |   File "/srv/app/server.py", line 95, in stream
+    |     await queue.get()
+    | asyncio.exceptions.CancelledError
+    +------------------------------------"""
+
+
+def test_an_exception_group_is_one_failure_named_by_its_first_sub_exception() -> None:
+    from diagnose.ingest.normalize import normalize
+
+    regions = find_regions(normalize(EXCEPTION_GROUP))  # normalize drops the "| " gutters
+    group = [r for r in regions if r.kind == "python-traceback"]
+    assert len(group) == 1
+    assert group[0].lines == (2, 17)  # through the closing rule
+    assert group[0].message == "RuntimeError: CUDA error: an illegal memory access was encountered"
+    assert [f.function for f in group[0].frames] == ["run_asgi", "generate", "stream"]
+
+
+def test_an_exception_group_with_one_sub_exception() -> None:
+    from diagnose.ingest.normalize import normalize
+
+    text = "\n".join(EXCEPTION_GROUP.split("\n")[:11])
+    [tb] = [r for r in find_regions(normalize(text)) if r.kind == "python-traceback"]
+    assert tb.message == "RuntimeError: CUDA error: an illegal memory access was encountered"
