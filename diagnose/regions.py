@@ -151,6 +151,9 @@ _EXC_RE = lazy(
     r"|OutOfResources|OutOfMemory)\b(?::|\s*$)"
 )
 
+# A fully qualified exception class (lowercase modules, then a CamelCase class) and its
+# message, as Python prints an uncaught one: "torch._dynamo.exc.Unsupported: ...".
+_DOTTED_EXC_RE = lazy(r"(?:[a-z_][a-z0-9_]*\.){1,8}[A-Z][A-Za-z0-9]*: \S")
 # The same with a CamelCase last component: tells an exception line from a source line.
 _EXC_SHAPE_RE = lazy(r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?::\s|:$|$)")
 # The rule before each sub-exception of an ExceptionGroup: "+-+---- 1 ----", "+---- 2 ----".
@@ -638,6 +641,10 @@ def _classify(text: str, has_literal: bool = True) -> int:
     if first in "[0U(T123456789B" and _GDBNOISE_RE.match(s):
         return _GDBNOISE
     if has_literal and _vocab(s) is not None and not _is_prose(s):
+        return _ERR
+    if not indented and first.islower() and ": " in t and _DOTTED_EXC_RE.match(s):
+        # A qualified exception whose name says no "Error": Python's own last line for
+        # torch._dynamo.exc.FailOnRecompileLimitHit, ...exc.Unsupported, pkg.SomeTimeout.
         return _ERR
     return _CODE if indented else _OTHER
 

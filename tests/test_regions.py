@@ -814,3 +814,18 @@ def test_an_exception_group_with_one_sub_exception() -> None:
     text = "\n".join(EXCEPTION_GROUP.split("\n")[:11])
     [tb] = [r for r in find_regions(normalize(text)) if r.kind == "python-traceback"]
     assert tb.message == "RuntimeError: CUDA error: an illegal memory access was encountered"
+
+
+def test_a_qualified_exception_without_error_in_its_name_is_an_error_line() -> None:
+    text = (
+        "W0110 12:27:06.332000 158 torch/_dynamo/convert_frame.py:1551] [2/8] hit recompile_limit\n"
+        "\n"
+        "torch._dynamo.exc.FailOnRecompileLimitHit: recompile_limit reached with fullgraph=True.\n"
+        "sglang.srt.utils: a logger name then a colon is no exception\n"
+    )
+    messages = [r.message for r in find_regions(_lines(text))]
+    assert (
+        "torch._dynamo.exc.FailOnRecompileLimitHit: recompile_limit reached with fullgraph=True."
+        in (messages)
+    )
+    assert not any(m.startswith("sglang.srt.utils") for m in messages)
