@@ -1088,3 +1088,17 @@ def test_a_loggers_file_tag_with_a_long_line_number_is_no_open_mpi_host() -> Non
     assert texts("[engine_core.py:12345] Engine started") == [
         "[engine_core.py:12345] Engine started"
     ]
+
+
+def test_a_one_line_chat_message_is_split_at_its_code_fences() -> None:
+    raw = (
+        "When running ``` python -m sglang.launch_server --model-path org/model ``` I get ``` "
+        "Cannot access gated repo for url https://huggingface.co/org/model/resolve/main/x.json. ```"
+    )
+    assert texts(raw) == [
+        "When running",
+        "python -m sglang.launch_server --model-path org/model",
+        "I get",
+        "Cannot access gated repo for url https://huggingface.co/org/model/resolve/main/x.json.",
+    ]
+    assert texts("x = 1 ``` ``` and more text that is long enough to be split at all") != []

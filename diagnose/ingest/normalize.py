@@ -964,7 +964,15 @@ _MIN_PASTE_LEN = 60
 
 def _split_pasted(text: str) -> list[str]:
     """Split a whole traceback that lost its newlines back into lines (same line number)."""
-    if len(text) < _MIN_PASTE_LEN or not _may_hold_marker(text):
+    if len(text) < _MIN_PASTE_LEN:
+        return [text]
+    if text.count("```") >= 2:
+        # A chat message that lost its newlines but kept its code fences: "I get ```
+        # Cannot access gated repo ... ```" - the fenced part is the log, not the prose.
+        fenced = [piece.strip() for piece in text.split("```")]
+        lines = [line for piece in fenced if piece for line in _split_pasted(piece)]
+        return lines or [text]
+    if not _may_hold_marker(text):
         return [text]
     body = text.lstrip()
     offset = len(text) - len(body)
