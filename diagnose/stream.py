@@ -296,6 +296,10 @@ class StreamDiagnoser:
         # that block is passed over, or each "frame #" trigger in it would open a window and
         # one crash would be reported dozens of times.
         self._overflow = False
+        # The cut window itself, held until the block ends: a Python traceback's exception
+        # line comes after its frames, and the two make one diagnosis (see _complete).
+        self._held: tuple[int, list[str]] | None = None
+        self._held_stop = 0  # the line that ended the passed-over block (0: not yet)
 
     def _process(
         self,
@@ -328,6 +332,8 @@ class StreamDiagnoser:
                 if self._trigger.search(line) is None:
                     pos, line_no = stop + 1, line_no + 1
                     continue
+                if self._held is not None and line_no != self._held_stop:
+                    self._complete(out)  # the block ended without a line of its own
                 self._open(buf, start, line_no)
                 pos = start
             pos, line_no = self._extend(buf, pos, line_no, end, out)
@@ -393,7 +399,10 @@ class StreamDiagnoser:
                 self._complete(out)
             elif len(win) >= self.max_window_lines or self._win_bytes >= self.max_window_bytes:
                 self.stats.cut_windows += 1
-                self._complete(out)
+                self._win = None
+                self._complete(out)  # a window held before this one goes out on its own
+                self._held, self._held_stop = (self._win_first, win), 0
+                self._last_end = self._win_first + len(win) - 1
                 self._overflow = True
         return pos, line_no
 
@@ -408,6 +417,7 @@ class StreamDiagnoser:
             raw = buf[pos:stop]
             if not (raw.strip() and continues_block(raw)):
                 self._overflow = False
+                self._held_stop = line_no
                 break
             pos, line_no = stop + 1, line_no + 1
         return pos, line_no
@@ -481,17 +491,28 @@ class StreamDiagnoser:
     # ------------------------------------------------------------------ completion
 
     def _complete(self, out: list[Diagnosis | Ready]) -> None:
-        """Diagnose the open window (if any), release it, and append a new report."""
-        win = self._win
-        if win is None:
+        """Diagnose the open window (if any), release it, and append a new report.
+
+        A window held because it was cut inside a block is diagnosed together with the
+        window that opened on the line ending that block (a traceback's exception line),
+        else on its own.
+        """
+        win, held = self._win, self._held
+        segments: list[tuple[int, list[str]]] = []
+        if held is not None:
+            segments.append(held)
+            self._held = None
+            self.stats.windows += 1
+        if win is not None:
+            keep = min(len(win), self._win_active + min(self.after, self._quiet))
+            first = self._win_first
+            segments.append((first, win[:keep]))
+            self._win = None
+            self._last_end = first + keep - 1
+            self.stats.windows += 1
+        if not segments:
             return
-        keep = min(len(win), self._win_active + min(self.after, self._quiet))
-        lines = win[:keep]
-        first = self._win_first
-        self._win = None
-        self._last_end = first + keep - 1
-        self.stats.windows += 1
-        diagnosis = self._diagnose(first, lines)
+        diagnosis = self._diagnose(segments)
         if diagnosis is None:
             return
         from diagnose.fleet import signature
@@ -509,15 +530,20 @@ class StreamDiagnoser:
         self.stats.diagnoses += 1
         out.append(diagnosis)
 
-    def _diagnose(self, first: int, raw_lines: list[str]) -> Diagnosis | None:
-        """Parse one window and diagnose it; ``None`` when it holds no crash region."""
+    def _diagnose(self, segments: list[tuple[int, list[str]]]) -> Diagnosis | None:
+        """Parse a window (one or two pieces: first line, lines) and diagnose it; ``None``
+        when it holds no crash region."""
         from diagnose.api import diagnose_parsed
         from diagnose.context import extract_context
         from diagnose.ingest.normalize import normalize
         from diagnose.pipeline import Parsed
         from diagnose.regions import find_regions
 
-        lines = tuple(normalize("\n".join(raw_lines), first_line=first))
+        lines = tuple(
+            line
+            for first, raw_lines in segments
+            for line in normalize("\n".join(raw_lines), first_line=first)
+        )
         from diagnose.roles import assign as assign_roles
 
         regions = assign_roles(find_regions(lines))

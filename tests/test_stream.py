@@ -138,6 +138,27 @@ def test_huge_trace_is_cut_not_kept() -> None:
     assert "misaligned" in reports[1].crashes[-1].message
 
 
+def test_a_cut_traceback_and_its_exception_line_are_one_report() -> None:
+    # Mutual recursion is not folded into "[Previous line repeated N more times]": every
+    # frame is printed, and the exception line comes after the window's cap.
+    frames = []
+    for i in range(3_000):
+        frames += [f'  File "/srv/walk.py", line {10 + i % 2}, in visit_{i % 2}', "    go(node)"]
+    lines = [*healthy(10), "Traceback (most recent call last):", *frames]
+    lines += ["RecursionError: maximum recursion depth exceeded", *healthy(10)]
+    engine = StreamDiagnoser(max_window_lines=5000)
+    reports: list[Diagnosis] = []
+    for line in lines:
+        reports += [e for e in engine.feed(line + "\n") if not isinstance(e, Ready)]
+    reports += [e for e in engine.close() if not isinstance(e, Ready)]
+    assert engine.stats.cut_windows == 1
+    [report] = reports
+    [region] = report.crashes
+    assert region.message == "RecursionError: maximum recursion depth exceeded"
+    assert region.lines[0] == 11 and region.lines[1] >= 6_012
+    assert region.frames[0].function == "visit_0"
+
+
 def test_a_big_buffer_searched_in_parallel_gives_the_same_reports() -> None:
     lines = []
     for k in range(6):
