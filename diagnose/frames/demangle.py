@@ -142,7 +142,8 @@ def _demangle_uncached(symbol: str) -> str:
 
 def _demangle_itanium(core: str) -> str | None:
     """Demangle a plain ``_Z`` name through the tiers; ``None`` when nobody can read it."""
-    text = cxa_demangle(core) if inprocess_safe(core) else None
+    # Over CXA_MAX_LEN __cxa_demangle refuses anyway: skip proving the bound (~0.5 ms).
+    text = cxa_demangle(core) if len(core) <= CXA_MAX_LEN and inprocess_safe(core) else None
     if text is None:
         # Too big to prove safe here, or refused here: the worker reads both kinds (the
         # second through libiberty without its length guard).

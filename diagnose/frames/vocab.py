@@ -158,6 +158,12 @@ def arch_from_tag(text: str) -> str | None:
     return None
 
 
+# The longest spelling of one element type, decorations and a wrapper included
+# (``cutlass::nv_float4_t<cutlass::float_e2m1_t> const*`` is 50): longer text is a whole
+# template argument list, and regex passes over kilobytes of it cost ~20 us a node.
+_MAX_DTYPE_SPELLING = 160
+
+
 def canonical_dtype(text: str) -> str | None:
     """Canonical dtype (``fp4_e2m1``, ``bf16``, ``fp8_e4m3``...) for one type spelling.
 
@@ -166,8 +172,11 @@ def canonical_dtype(text: str) -> str | None:
     """
     try:
         t = text.strip()
+        if len(t) > _MAX_DTYPE_SPELLING:
+            return None  # a whole template's text: every dtype node is read on its own
         for junk in ("const", "volatile", "struct", "class"):
-            t = re.sub(rf"(?<![\w$]){junk}(?![\w$])", " ", t)
+            if junk in t:
+                t = re.sub(rf"(?<![\w$]){junk}(?![\w$])", " ", t)
         t = " ".join(t.replace("*", " ").replace("&", " ").split())
         head, _, inner = t.partition("<")
         last = head.strip().rsplit("::", 1)[-1]
