@@ -156,6 +156,8 @@ _EXC_RE = lazy(
 _DOTTED_EXC_RE = lazy(r"(?:[a-z_][a-z0-9_]*\.){1,8}[A-Z][A-Za-z0-9]*: \S")
 # The same with a CamelCase last component: tells an exception line from a source line.
 _EXC_SHAPE_RE = lazy(r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?::\s|:$|$)")
+# A function's first line in the source pytest shows: "    def test_gemm(dtype, n):".
+_DEF_RE = lazy(r"\s*(?:async )?def ([A-Za-z_]\w*)\(")
 # The rule before each sub-exception of an ExceptionGroup: "+-+---- 1 ----", "+---- 2 ----".
 _EGROUP_SEP_RE = lazy(r"\s*\+[-+]*-{3,} \d+ -{3,}\s*$")
 # The rule IPython prints above a traceback's header (and a chained exception's).
@@ -1195,12 +1197,15 @@ def _frames_of(
     """Parse the frame lines of ``body`` (at most ``_MAX_FRAMES``)."""
     out: list[Frame] = []
     numberless = -1  # index in out of an IPython 7 frame still waiting for its line number
+    last_def: str | None = None  # pytest shows a frame's code (its `def`) before its location
     for line, c in zip(body, classes, strict=True):
         if numberless >= 0 and c != _PYFRAME:
             number = arrow_line(line.text)
             if number is not None:
                 out[numberless] = replace(out[numberless], line=number)
                 numberless = -1
+        if c != _PYFRAME and "def " in line.text and (d := _DEF_RE.match(line.text)):
+            last_def = d.group(1)
         if c in (_PYFRAME, _FRAME, _CSAN):
             if c == _CSAN:
                 line = LogLine(line.number, line.text.lstrip()[9:].strip(), line.rank, line.level)
@@ -1209,6 +1214,11 @@ def _frames_of(
             except Exception:  # a contract breach must not lose the region
                 frame = None
             if frame is not None:
+                if c == _PYFRAME and frame.function is None and last_def is not None:
+                    # pytest's "tests/test_x.py:41:" and "x.py:620: OutOfResources" name no
+                    # function; the `def` line of the code shown above them does.
+                    frame = replace(frame, function=last_def, symbol=last_def)
+                last_def = None
                 numberless = len(out) if c == _PYFRAME and frame.line is None else -1
                 out.append(frame)
                 if len(out) >= _MAX_FRAMES:

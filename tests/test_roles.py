@@ -45,3 +45,32 @@ def test_pipeline_assigns_roles_and_json_carries_them() -> None:
     kernel_fn = "tensorrt_llm::kernels::cutlass_kernels_oss::dispatchMoeGemmSelectClusterShapeTmaWarpSpecialized"
     assert roles[kernel_fn] == "kernel"
     assert all("role" in f for r in d.to_dict()["crashes"] for f in r["frames"])
+
+
+def test_top_frames_of_a_python_traceback_are_its_innermost() -> None:
+    from dataclasses import replace
+
+    from diagnose.model import Frame, Region
+    from diagnose.render.common import MAX_FRAMES, top_frames
+
+    frames = tuple(
+        Frame(
+            log_line=i,
+            dialect="python",
+            function=f"f{i}",
+            file="x.py",
+            line=i + 1,
+            role="kernel" if i in (2, 9) else "app",
+        )
+        for i in range(12)
+    )
+    region = Region("python-traceback", (1, 12), "E: x", 12, frames=frames)
+    shown = top_frames(region)
+    assert len(shown) == MAX_FRAMES
+    assert shown[-1] == "f11 (x.py:12)"
+    assert [s for s in shown if "likely culprit" in s] == ["f9 (x.py:10)  <- likely culprit"]
+    # A native backtrace lists its innermost frame first.
+    native = tuple(replace(f, dialect="gdb") for f in frames)
+    shown = top_frames(Region("gdb-backtrace", (1, 12), "E: x", 1, frames=native))
+    assert shown[0] == "f0 (x.py:1)"
+    assert "f2 (x.py:3)  <- likely culprit" in shown

@@ -70,12 +70,19 @@ def top_frames(region: Region) -> list[str]:
     """The first few frames worth reading, as one-line strings.
 
     Error-reporting machinery (``throwRuntimeError``, ``c10::Error``) is left out when
-    other frames exist; the first kernel frame is marked as the likely culprit.
+    other frames exist; the innermost kernel frame is marked as the likely culprit.  A
+    native backtrace lists the innermost frame first; a Python traceback lists it last
+    ("most recent call last"), so there the last frames are the ones shown.
     """
     frames = [f for f in region.frames if f.role != "machinery"] or list(region.frames)
-    culprit = next((f for f in frames if f.role == "kernel"), None)
+    if frames and all(f.dialect == "python" for f in frames):
+        shown = frames[-MAX_FRAMES:]
+        culprit = next((f for f in reversed(frames) if f.role == "kernel"), None)
+    else:
+        shown = frames[:MAX_FRAMES]
+        culprit = next((f for f in frames if f.role == "kernel"), None)
     out = []
-    for frame in frames[:MAX_FRAMES]:
+    for frame in shown:
         name = frame.function or frame.symbol or frame.module or "??"
         where = f" ({frame.file}:{frame.line})" if frame.file and frame.line else ""
         cut = " [cut]" if frame.truncated else ""
