@@ -1102,3 +1102,48 @@ def test_a_one_line_chat_message_is_split_at_its_code_fences() -> None:
         "Cannot access gated repo for url https://huggingface.co/org/model/resolve/main/x.json.",
     ]
     assert texts("x = 1 ``` ``` and more text that is long enough to be split at all") != []
+
+
+def test_held_out_round_12_prefixes_and_suffixes() -> None:
+    lines = normalize(
+        "(RayWorkerWrapper pid=994) ERROR 01-29 07:44:33 worker_base.py:467] RuntimeError: x"
+        " [repeated 14x across cluster]\n"
+        "2031-04-12 21:57:39,467 xinference.api.restful_api 1 ERROR    ValueError: y\n"
+        "[vllm]: (VllmWorkerProcess pid=91) ERROR 07-28 23:29:37 utils.py:226] RuntimeError: z\n"
+        "[Autotuner]: Skipping tactic 3\n"
+        "    [ic5:133017] Signal: Segmentation fault (11)\n"
+    )
+    assert [(line.text, line.rank, line.level) for line in lines] == [
+        ("RuntimeError: x", "pid=994", "ERROR"),
+        ("ValueError: y", None, "ERROR"),
+        ("RuntimeError: z", "pid=91", "ERROR"),
+        ("[Autotuner]: Skipping tactic 3", None, None),
+        ("Signal: Segmentation fault (11)", "ic5:133017", None),
+    ]
+
+
+def test_buildkit_seconds_are_learned_from_a_traceback_they_prefix() -> None:
+    raw = (
+        "12.5 Collecting flash-attn\n"
+        "272.6       Traceback (most recent call last):\n"
+        '272.6         File "<string>", line 2, in <module>\n'
+        "272.7       subprocess.CalledProcessError: Command 'ninja' returned 1.\n"
+    )
+    assert texts(raw) == [
+        "12.5 Collecting flash-attn",  # before the traceback taught the shape: kept
+        "      Traceback (most recent call last):",
+        '        File "<string>", line 2, in <module>',
+        "      subprocess.CalledProcessError: Command 'ninja' returned 1.",
+    ]
+    assert texts("3.5 GiB free of 24 GiB\n") == ["3.5 GiB free of 24 GiB"]
+
+
+def test_a_level_word_starts_a_new_record_after_a_long_line() -> None:
+    head = "vllm.engine.async_llm_engine.AsyncEngineDeadError: Task finished unexpectedly. " + (
+        "See stack trace above for the actual cause." * 3
+    )
+    assert texts(head + "\nERROR:    Exception in ASGI application\n" + head + "\n") == [
+        head,
+        "ERROR:    Exception in ASGI application",
+        head,
+    ]

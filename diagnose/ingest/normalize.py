@@ -317,6 +317,9 @@ _BRACKET_PREFIX = lazy(
     r"|\d\d/\d\d/\d{4}-\d\d:\d\d:\d\d\]"
     # kubectl logs --prefix: [pod/name-abc12/container]
     r"|pod/(?P<pod>[\w.-]{1,253})/[\w.-]{1,63}\]"
+    # a container or service tag before the process's own prefix: "[vllm]: (VllmWorker...";
+    # only there: "[Autotuner]: Skipping tactic" is the message's own tag
+    r"|[A-Za-z][\w.-]{0,62}\]: (?=\((?:[\w ]+ )?(?:pid|rank)=|\[)"
     # Open MPI's signal handler and mca messages: [trainer-03:00412] (host, pid printed %05d)
     r"|(?P<ompi>[A-Za-z][\w.-]{0,252}:\d{5,8})\](?= )"
     # a bare pid before another bracketed prefix: [80746] [rank0]: (hiyouga/LlamaFactory#7396)
@@ -346,6 +349,8 @@ _DIGIT_PREFIX = lazy(
     rf"{_TS} \| (?P<loguru>{_LEVEL}) {{0,8}}\| [\w.<>:-]{{1,200}} - "
     # python logging's cookbook format: asctime - name - levelname - message
     rf"|{_TS} - [\w.<>-]{{1,200}} - (?P<cookbook>{_LEVEL}) - "
+    # and "asctime name process levelname message" (xinference): the level padded to 8
+    rf"|{_TS} [A-Za-z_][\w.<>-]{{0,199}}(?: \d{{1,8}})? (?P<spaced>{_LEVEL}) +"
     # docker --timestamps / k8s (CRI adds 'stdout F'), python logging "ts - ", ts | message
     rf"|{_TS}(?: (?:stdout|stderr) [FP])?(?: - | \| | ?)"
 )
@@ -368,6 +373,7 @@ _COMPOSE = lazy(
     r"|(?P<replica>[A-Za-z0-9][\w.-]{0,62}[-_](?=[0-9a-z]{0,9}\d)[0-9a-z]{1,10}) \| "
 )
 _SOURCE_SUFFIXES = (".py", ".c", ".cc", ".cpp", ".cu", ".h", ".hpp", ".rs", ".go")
+_RAY_REPEATED = lazy(r" ?\[repeated \d+x across cluster\]$")
 _BUILDKIT = lazy(r"#\d{1,4} \d{1,6}\.\d{1,3} ")
 # Buildkite / CI log viewers: "  | " before each line, often inside a chat quote
 # (vllm-project/vllm#8204); not a markdown table row: those end in "|".
@@ -441,7 +447,9 @@ def _strip_one_prefix(text: str, ident: _Ident) -> str | None:
     if first.isdigit():
         match = _DIGIT_PREFIX.match(text) if text[4:5] == "-" else None
         if match:
-            _note_level(match.group("loguru") or match.group("cookbook"), ident)
+            _note_level(
+                match.group("loguru") or match.group("cookbook") or match.group("spaced"), ident
+            )
             return text[match.end() :]
     elif first in _ALPHA_FIRST:
         match = _ALPHA_PREFIX.match(text)
@@ -453,6 +461,12 @@ def _strip_one_prefix(text: str, ident: _Ident) -> str | None:
         if match:
             ident.offer(match.group("svc") or match.group("replica"), 2)
             return text[match.end() :]
+    if first == " " and text.lstrip(" ")[:1] == "[":
+        # A paste indented as a Markdown code block: "    [ic5:133017] [ 1] lib.so(...)".
+        body = text.lstrip(" ")
+        match = _BRACKET_PREFIX.match(body)
+        if match is not None and any(match.group("rank", "mpi", "ompi", "tags", "pod")):
+            return _strip_one_prefix(body, ident)
     if first == " " or first == "|":
         match = _PIPE.match(text)
         if match and not text.rstrip().endswith("|"):
@@ -554,6 +568,26 @@ _LABEL_EVIDENCE = (
 _MAX_LABELS = 1024  # a pdsh fan-out of this many hosts is already rare
 
 
+# Docker BuildKit's log without its "#12 " step: "272.6       Traceback (most recent ...".
+# The seconds change every line, so the shape is learned (like a host label) from a
+# traceback it prefixes (held-out rounds 11 and 12), then stripped wherever it appears.
+_BUILD_SECONDS = lazy(r"\d{1,6}\.\d ")
+_BUILD_MARK = "\x00build-seconds"
+
+
+def _strip_build_seconds(text: str, labels: set[str]) -> str:
+    """``text`` without BuildKit's elapsed seconds once that prefix has been learned."""
+    match = _BUILD_SECONDS.match(text)
+    if match is None:
+        return text
+    rest = text[match.end() :]
+    if _BUILD_MARK not in labels:
+        if not rest.lstrip(" ").startswith(_LABEL_EVIDENCE):
+            return text
+        labels.add(_BUILD_MARK)
+    return rest
+
+
 def _strip_host_label(text: str, labels: set[str]) -> tuple[str, str | None]:
     """``text`` without a learned (or now learned) host label, and the label."""
     match = _HOST_LABEL.match(text)
@@ -607,6 +641,9 @@ def _clean(number: int, raw: str, fence: _Fence, labels: set[str] | None = None)
     ident = _Ident()
     host = None
     first = text[:1]
+    if labels is not None and first.isdigit() and " " in text[:8]:
+        text = _strip_build_seconds(text, labels)
+        first = text[:1]
     if labels is not None and (first.islower() or first.isdigit()) and ": " in text[:66]:
         text, host = _strip_host_label(text, labels)
     text, prefixed = _strip_prefixes(text, ident) if text else (text, False)
@@ -620,6 +657,9 @@ def _clean(number: int, raw: str, fence: _Fence, labels: set[str] | None = None)
             prefixed = prefixed or again
     if "\b" in text:
         text = _undo_backspaces(text)
+    if text.endswith("across cluster]"):
+        # Ray's log deduplication: "... [repeated 14x across cluster]" after the message
+        text = _RAY_REPEATED.sub("", text)
     kept = text.rstrip(" \t")
     wrap = _KNOWN if width in WRAP_WIDTHS else 0
     return _Clean(
@@ -647,6 +687,8 @@ _NEW_RECORD = lazy(
     r"(?:Traceback \(|During handling|The above exception|terminate called|\[TensorRT-LLM\]"
     r"|(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Warning|Exit|Interrupt)\b"
     r"|\S+:\d+:\d*:? ?(?:error|warning|note):"
+    # uvicorn's "ERROR:    Exception in ASGI application", "INFO:     127.0.0.1:5 - ..."
+    r"|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):\s"
     # Triton's PTXASError: "triton.runtime.errors.PTXASError: PTXAS error: Internal Triton
     # PTX codegen error" is exactly 80 columns, and its next line is this heading.
     r"|`ptxas` stderr:)"
