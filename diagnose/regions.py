@@ -110,7 +110,10 @@ _PYFRAME_RE = lazy(r'File "[^"]*", line (?:\d+|\?\?\?)')
 _HASH_FRAME_RE = lazy(r"#\d+\s+\S")
 _NUMBERED_FRAME_RE = lazy(rf"\d+\s+{_HEX}\s+\S")
 _BOOST_FRAME_RE = lazy(r"\d{1,5}# \S")  # boost::stacktrace (Triton Inference Server)
-_GLIBC_FRAME_RE = lazy(rf"\S\((?:[^()\s]*\+)?{_HEX}\)\s*\[{_HEX}\]|\S\s\[{_HEX}\]$")
+# Open MPI prints a frame without symbol glued to its address: "[ 3] python3[0x598f69]".
+_GLIBC_FRAME_RE = lazy(
+    rf"\S\((?:[^()\s]*\+)?{_HEX}\)\s*\[{_HEX}\]|\S\s\[{_HEX}\]$|^\[ *\d+\] \S+\[{_HEX}\]$"
+)
 _GLOG_FRAME_RE = lazy(rf"@\s+{_HEX}\s")
 _RUST_FRAME_RE = lazy(r"\d+: [\w<][\w:<>$. ]*::")
 _JAVA_FRAME_RE = lazy(r"at [\w$.]+\.[\w$<>]+\([^()]*\)$")
@@ -387,6 +390,7 @@ _PROSE_OPENER_RE = lazy(
     r"|[Hh]as any ?one|[Aa]ny (?:idea|ideas|help|hint)|[Ii]s there|[Cc]an (?:some|any) ?one"
     r"|[Cc]ould (?:some|any) ?one)\b"
 )
+_HEADING_RE = lazy(r"(?i)(?:the |full )?(?:error|errors|error log|error message|traceback)s?:?$")
 _PROSE_QUESTION_RE = lazy(r"\?[\"'`)\]]*\s*$")
 _LOGGED_ERROR_RE = lazy(
     r"[A-Za-z_]\w*(?:Error|Exception|Failure|Fault|OutOfResources|OutOfMemory)(?:\b|[A-Z])"
@@ -397,6 +401,10 @@ _LOGGED_ERROR_RE = lazy(
 
 def _is_prose(s: str) -> bool:
     """Does the stripped line ``s`` read as a person's sentence rather than a logged error?"""
+    if s.startswith(("...", "\u2026")) and s.endswith(("...", "\u2026")):
+        return True  # what a poster wrote in place of cut lines: "... (many NCCL errors) ..."
+    if len(s) <= 16 and _HEADING_RE.match(s):
+        return True  # a heading over the paste: "error:", "Error log:", "Errors"
     if _RECORD_RE.match(s) or s[0] in "[(<{#=|" or _LOGGED_ERROR_RE.search(s):
         return False
     return (
@@ -1086,7 +1094,9 @@ class _Stream:
         while j < n:
             c = cls[j]
             if c in (_ERR, _TERM, _WHAT):
-                if c == _TERM and has_term:
+                # A second "terminate called" is another failure, except libstdc++'s
+                # "terminate called recursively" (a second thread threw meanwhile).
+                if c == _TERM and has_term and "recursively" not in self._text(j):
                     break
                 if c == _ERR:
                     sig = _mask(_strip_prefixes(self._text(j)))

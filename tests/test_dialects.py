@@ -638,3 +638,39 @@ def test_open_mpi_numbers_its_glibc_frames() -> None:
         "/opt/venv/nvidia/cublas/lib/libcublasLt.so.12",
         "+0x7a1b3c",
     )
+
+
+def test_gdb_frame_without_a_name_keeps_its_library_as_module() -> None:
+    frame = parse_frame(
+        LogLine(3, "#2  0x00007fff7cf3b52a in  () at /lib/x86_64-linux-gnu/libstdc++.so.6")
+    )
+    assert frame is not None
+    assert (frame.function, frame.module, frame.file) == (
+        None,
+        "/lib/x86_64-linux-gnu/libstdc++.so.6",
+        None,
+    )
+    frame = parse_frame(
+        LogLine(
+            4,
+            "#3  0x00007fffe00722dc in at::Tensor::index_put_(c10::Scalar const&) "
+            "[clone .cold] () at /opt/libtorch/lib/libtorch_cpu.so",
+        )
+    )
+    assert frame is not None
+    assert (frame.function, frame.module) == (
+        "at::Tensor::index_put_",
+        "/opt/libtorch/lib/libtorch_cpu.so",
+    )
+
+
+def test_open_mpi_frame_without_a_symbol() -> None:
+    frame = parse_frame(LogLine(6, "[ 3] python3[0x598f69]"))
+    assert frame is not None
+    assert (frame.dialect, frame.index, frame.module, frame.address) == (
+        "glibc",
+        3,
+        "python3",
+        "0x598f69",
+    )
+    assert parse_frame(LogLine(6, "python3[0x598f69]")) is None  # no index: not enough to go on

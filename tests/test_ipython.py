@@ -171,3 +171,9 @@ def test_source_lines_and_arrows() -> None:
     assert arrow_line("--> 522         return x") == 522
     assert arrow_line("----> 4") == 4
     assert arrow_line("      5 print(y)") is None
+
+
+def test_databricks_cell_frames() -> None:
+    frame = parse_frame(LogLine(2, "File <command-609584913430219>, line 5"))
+    assert frame is not None
+    assert (frame.file, frame.line, frame.function) == ("<command-609584913430219>", 5, "<module>")

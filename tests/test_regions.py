@@ -829,3 +829,26 @@ def test_a_qualified_exception_without_error_in_its_name_is_an_error_line() -> N
         in (messages)
     )
     assert not any(m.startswith("sglang.srt.utils") for m in messages)
+
+
+def test_terminate_called_recursively_is_part_of_the_same_failure() -> None:
+    region = _one(
+        "terminate called after throwing an instance of 'c10::Error'\n"
+        "terminate called recursively\n"
+        "  what():  The expanded size of the tensor (8561) must match the existing size (7819)"
+    )
+    assert region.kind == "cpp-terminate" and region.lines == (1, 3)
+    assert region.message.startswith("The expanded size of the tensor")
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "... (many NCCL timeout errors from different ranks) ...",
+        "error:",
+        "Error log:",
+        "Traceback:",
+    ],
+)
+def test_a_posters_placeholder_or_heading_is_no_failure(line: str) -> None:
+    assert find_regions(_lines(f"Some text\n{line}\nmore text")) == []

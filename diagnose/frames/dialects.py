@@ -374,8 +374,14 @@ def _gdb_frame(number: int, rest: str, index: int, address: str | None) -> Frame
         if where:
             file, line = where.group(1), int(where.group(2))
             rest = rest[:at]
+        elif _looks_like_module(target := rest[at + 4 :].strip()) and " " not in target:
+            # gdb without debug info: "#2 0x7fff in  () at /lib/x86_64-linux-gnu/libstdc++.so.6"
+            module = target
+            rest = rest[:at]
     args = _gdb_args_start(rest)
     symbol = _strip_launch((rest[:args] if args >= 0 else rest).strip())
+    if symbol == "()":
+        symbol = ""  # no name, only the empty argument list: "#2 0x7fff in  () at lib.so"
     return _cxx_frame(
         number,
         "gdb",
@@ -557,7 +563,7 @@ def _glibc_frame(number: int, text: str) -> Frame | None:
     m = _GLIBC.match(text)
     if m is None:
         bare = _GLIBC_BARE.match(text)
-        if bare and _looks_like_module(bare.group(1)):
+        if bare and (_looks_like_module(bare.group(1)) or index is not None):
             return Frame(
                 log_line=number,
                 dialect="glibc",

@@ -35,6 +35,8 @@ __all__ = ["arrow_line", "is_frame_line", "is_source_line", "parse_ipython_frame
 _CELL = lazy(r"Cell In ?\[(\d+)\], line (\d+)(?:, in ([^\s(]+))?")
 _INPUT = lazy(r"Input In ?\[(\d+)\], in (?:<cell line: (\d+)>|([^\s(]+))\(")
 _FILE = lazy(r"File (\S[^,]*?):(\d+), in ([^\s(]+)(?:\(|$)")
+# Databricks notebooks name a cell "<command-609584913430219>".
+_DBX = lazy(r"File (<command-\d+>), line (\d+)(?:, in ([^\s(]+))?")
 _OLD = lazy(r"(<ipython-input-[\w-]+>|[~/]\S*\.py) in ([^\s(]+)(?:\(|$)")
 _SOURCE = lazy(r"(?:-+> ?|\s+)\d+(?: |$)|\s*\[\.\.\. skipping ")
 _ARROW = lazy(r"-+> ?(\d+)(?: |$)")
@@ -48,7 +50,7 @@ def is_frame_line(s: str) -> bool:
     if first == "I":
         return s.startswith("Input In") and _INPUT.match(s) is not None
     if first == "F":
-        return s.startswith("File ") and _FILE.match(s) is not None
+        return s.startswith("File ") and (_FILE.match(s) or _DBX.match(s)) is not None
     if first in "</~":
         return " in " in s and _OLD.match(s) is not None
     return False
@@ -85,6 +87,8 @@ def parse_ipython_frame(number: int, text: str) -> Frame | None:
         file, line, func = f"Input In [{m.group(1)}]", m.group(2), m.group(3) or "<module>"
     elif first == "F" and (m := _FILE.match(text)) is not None:
         file, line, func = m.groups()
+    elif first == "F" and (m := _DBX.match(text)) is not None:
+        file, line, func = m.group(1), m.group(2), m.group(3) or "<module>"
     elif first in "</~" and (m := _OLD.match(text)) is not None:
         file, func = m.groups()
     else:
