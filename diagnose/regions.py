@@ -713,13 +713,35 @@ class _Stream:
             elif c in (_FRAME, _C10HDR, _GDBSIG):
                 found = self._frames(i)
             elif c in (_ERR, _TERM, _WHAT):
-                found = self._chained(self._error_block(i))
+                found = self._leads_traceback(self._chained(self._error_block(i)))
             if found is None:
                 i += 1
                 continue
             out.append(found)
             i = max(found.end, i + 1)
         return out
+
+    def _leads_traceback(self, found: _Found) -> _Found:
+        """An error line printed right above the traceback that reports it.
+
+        A library logs its error, then Python raises: "cuBLAS API failed with status 15",
+        a blank line, "Traceback (most recent call last):".  One failure: the traceback's
+        exception names it, or, when the paste cut the traceback before its exception
+        line, the error line does (not the last frame).
+        """
+        if found.kind == "python-traceback":
+            return found
+        k = self.nxt[found.end] if found.end < self.n else self.n
+        if k >= self.n or self.cls[k] != _TB or k - found.end > 1:
+            return found
+        tb = self._traceback(k)
+        if tb.has_message:
+            return _Found(
+                "python-traceback", found.start, tb.end, tb.message, tb.message_text, tb.truncated
+            )
+        return _Found(
+            "python-traceback", found.start, tb.end, found.message, found.message_text, True
+        )
 
     def _chained(self, found: _Found) -> _Found:
         """An exception line followed by "The above exception was the direct cause ...".

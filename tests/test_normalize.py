@@ -1147,3 +1147,12 @@ def test_a_level_word_starts_a_new_record_after_a_long_line() -> None:
         "ERROR:    Exception in ASGI application",
         head,
     ]
+
+
+def test_two_copies_of_a_line_that_differ_in_width_only_before_cleaning() -> None:
+    # Found by the property test: one copy carried a closing fence, so the two had one text
+    # but two widths; the width window's evidence count went negative.
+    line = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. " + (
+        "GPU 0 has a total capacity of 79.10 GiB of which 1.25 GiB is free."
+    )
+    assert texts(f"{line}```\n0\n{line}\n0") == [line, "0", line, "0"]

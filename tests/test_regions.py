@@ -803,7 +803,7 @@ def test_an_exception_group_is_one_failure_named_by_its_first_sub_exception() ->
     regions = find_regions(normalize(EXCEPTION_GROUP))  # normalize drops the "| " gutters
     group = [r for r in regions if r.kind == "python-traceback"]
     assert len(group) == 1
-    assert group[0].lines == (2, 17)  # through the closing rule
+    assert group[0].lines == (1, 17)  # uvicorn's line above it, through the closing rule
     assert group[0].message == "RuntimeError: CUDA error: an illegal memory access was encountered"
     assert [f.function for f in group[0].frames] == ["run_asgi", "generate", "stream"]
 
@@ -852,3 +852,23 @@ def test_terminate_called_recursively_is_part_of_the_same_failure() -> None:
 )
 def test_a_posters_placeholder_or_heading_is_no_failure(line: str) -> None:
     assert find_regions(_lines(f"Some text\n{line}\nmore text")) == []
+
+
+def test_an_error_line_right_above_its_traceback_is_the_same_failure() -> None:
+    text = (
+        "cuBLAS API failed with status 15\n"
+        "\n"
+        "Traceback (most recent call last):\n"
+        '  File "/srv/gen.py", line 117, in <module>\n'
+        "    out = model(x)\n"
+    )
+    region = _one(text)
+    assert (region.kind, region.lines) == ("python-traceback", (1, 5))
+    # The paste stops before the exception line: the error line says what failed.
+    assert region.message == "cuBLAS API failed with status 15" and region.truncated
+    whole = _one(text + "RuntimeError: cublasLt ran into an error!")
+    assert whole.message == "RuntimeError: cublasLt ran into an error!"
+    # Two lines apart, they stay two failures.
+    assert (
+        len(find_regions(_lines("cuBLAS API failed with status 15\nINFO retry\n" + text[34:]))) == 2
+    )

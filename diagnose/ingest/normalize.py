@@ -870,7 +870,7 @@ class _WidthWindow:
     # Counted lines, widths strictly decreasing, from _WINDOW lines before the oldest on.
     widest: deque[_Clean] = field(default_factory=deque)
     learned: set[int] = field(default_factory=set)  # widths shown so far: no more weighing
-    # Cut pairs in the window by their head's text, digits masked: a record printed again
+    # Cut pairs in the window by their head's width and text, digits masked: a record printed again
     # (by another rank, or on retry) is the same evidence, not more.  Two copies of a
     # 119-column NVSHMEM warning taught that width, and each copy swallowed the line after
     # it (deepseek-ai/DeepEP#303).
@@ -881,7 +881,7 @@ class _WidthWindow:
         width = prev.width
         if not prev.wrap and width not in self.learned and _is_cut_pair(prev, line):
             prev.cut_pair = True
-            key = prev.text.translate(_DIGITS_MASKED)
+            key = f"{width}\x00{prev.text.translate(_DIGITS_MASKED)}"
             seen = self.heads.get(key, 0)
             self.heads[key] = seen + 1
             if not seen:
@@ -923,7 +923,7 @@ class _WidthWindow:
             line.wrap = _INFERRED
         self.widths[width] -= 1
         if line.cut_pair:
-            key = line.text.translate(_DIGITS_MASKED)
+            key = f"{width}\x00{line.text.translate(_DIGITS_MASKED)}"
             left = self.heads[key] - 1
             if left:
                 self.heads[key] = left
