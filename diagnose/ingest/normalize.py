@@ -519,7 +519,9 @@ class _Clean:
     joined: int = 1
     pad: int = 0  # trailing blanks trimmed: one is a cut between two words, more are padding
     wrap: int = 0  # width is a terminal's: _KNOWN (in WRAP_WIDTHS) or _INFERRED from the text
-    cut_pair: bool = False  # ends mid-token and the next line reads as its rest (evidence)
+    # Set when the line ends mid-token and the next reads as its rest (evidence for a width):
+    # its width and digit-masked text, the key the width window counts it under.
+    cut_pair: str = ""
     level: str | None = None  # the log level a stripped prefix named
 
 
@@ -880,8 +882,8 @@ class _WidthWindow:
         """Count ``prev`` as a cut pair when it looks cut and ``line`` reads as its rest."""
         width = prev.width
         if not prev.wrap and width not in self.learned and _is_cut_pair(prev, line):
-            prev.cut_pair = True
             key = f"{width}\x00{prev.text.translate(_DIGITS_MASKED)}"
+            prev.cut_pair = key
             seen = self.heads.get(key, 0)
             self.heads[key] = seen + 1
             if not seen:
@@ -923,7 +925,7 @@ class _WidthWindow:
             line.wrap = _INFERRED
         self.widths[width] -= 1
         if line.cut_pair:
-            key = f"{width}\x00{line.text.translate(_DIGITS_MASKED)}"
+            key = line.cut_pair
             left = self.heads[key] - 1
             if left:
                 self.heads[key] = left
