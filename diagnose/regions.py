@@ -115,7 +115,7 @@ _GLIBC_FRAME_RE = lazy(
     rf"\S\((?:[^()\s]*\+)?{_HEX}\)\s*\[{_HEX}\]|\S\s\[{_HEX}\]$|^\[ *\d+\] \S+\[{_HEX}\]$"
 )
 _GLOG_FRAME_RE = lazy(rf"@\s+{_HEX}\s")
-_RUST_FRAME_RE = lazy(r"\d+: [\w<][\w:<>$. ]*::")
+_RUST_FRAME_RE = lazy(r"\d+: [\w<][\w:<>$. ]*::|\d+:\s+0x[0-9a-fA-F]+ - \S")
 _JAVA_FRAME_RE = lazy(r"at [\w$.]+\.[\w$<>]+\([^()]*\)$")
 _THREAD_RE = lazy(
     rf"(?:Current thread|Thread) {_HEX} \(most recent call first\)|Stack \(most recent call"
@@ -137,6 +137,7 @@ _HINT_RE = lazy(
     r"|Compile with `TORCH_USE_(?:CUDA|HIP)_DSA`|Device-side assertions were explicitly omitted"
     r"|Search for `cuda\w+' in https|current device: \d+, in function|err$"
     r"|\(run with NCCL_DEBUG=INFO for details\)$|Last error:$|note: run with `RUST_BACKTRACE"
+    r"|stack backtrace:$"
     # LLVM's crash preamble before its own stack dump (Triton's MLIR passes abort this way)
     r"|PLEASE submit a bug report to |Stack dump(?: without symbol names)?\b"
     r"|\d+\.\tProgram arguments:"
@@ -159,6 +160,8 @@ _EXC_RE = lazy(
 _DOTTED_EXC_RE = lazy(r"(?:[a-z_][a-z0-9_]*\.){1,8}[A-Z][A-Za-z0-9]*: \S")
 # The same with a CamelCase last component: tells an exception line from a source line.
 _EXC_SHAPE_RE = lazy(r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?::\s|:$|$)")
+# What a poster writes in place of lines cut out of a traceback.
+_ELISIONS = frozenset({"...", "\u2026", "[...]", "(...)", "....", "[\u2026]"})
 # A function's first line in the source pytest shows: "    def test_gemm(dtype, n):".
 _DEF_RE = lazy(r"\s*(?:async )?def ([A-Za-z_]\w*)\(")
 # The rule before each sub-exception of an ExceptionGroup: "+-+---- 1 ----", "+---- 2 ----".
@@ -390,6 +393,7 @@ _PROSE_OPENER_RE = lazy(
     r"|[Hh]as any ?one|[Aa]ny (?:idea|ideas|help|hint)|[Ii]s there|[Cc]an (?:some|any) ?one"
     r"|[Cc]ould (?:some|any) ?one)\b"
 )
+_MD_HEADING_RE = lazy(r"#{1,6} +\S")
 _HEADING_RE = lazy(r"(?i)(?:the |full )?(?:error|errors|error log|error message|traceback)s?:?$")
 _PROSE_QUESTION_RE = lazy(r"\?[\"'`)\]]*\s*$")
 _LOGGED_ERROR_RE = lazy(
@@ -405,6 +409,8 @@ def _is_prose(s: str) -> bool:
         return True  # what a poster wrote in place of cut lines: "... (many NCCL errors) ..."
     if len(s) <= 16 and _HEADING_RE.match(s):
         return True  # a heading over the paste: "error:", "Error log:", "Errors"
+    if s[0] == "#" and _MD_HEADING_RE.match(s):
+        return True  # "### Originating CUDA error (all 8 TP ranks)": the poster's heading
     if _RECORD_RE.match(s) or s[0] in "[(<{#=|" or _LOGGED_ERROR_RE.search(s):
         return False
     return (
@@ -432,12 +438,15 @@ _PREFIX_RE = lazy(
     r"(?:\[?[\w./-]+:\d+\]\s*)?(?:[:|]\s*)?"
     r"|\[?[IWEF]\d{4} [\d:.]+(?: +\d+)? [\w./-]+:\d+\]\s*"
     r"|\[[IWEF] ?[\w./-]*:\d+\]\s*"
-    r"|\[TensorRT-LLM\](?:\[[A-Z]+\])?\s*|\[TRT-LLM\] \[[A-Z]\]\s*"
+    r"|\[TensorRT-LLM\](?:\[[A-Z]+\])?\s*|\[TRT-LLM\] \[[A-Z]\]\s*|\[[VIWEF]\] \[TRT\]\s*"
     r"|==\d+==\s*(?:ERROR:\s*)?"
     r"|=+\s+"
     r"|what\(\):\s*"
-    # UCX's "[host:pid:thread:tid]" before "Caught signal 8 (Floating point exception ...)"
+    # UCX's "[host:pid:thread:tid]" before "Caught signal 8 (Floating point exception ...)",
+    # and its log records' "[host:pid:thread]  ib_mlx5_dv.c:452  UCX  ERROR   " (rules read
+    # the record whole: only the message drops it)
     r"|\[[\w.-]+:\d+ ?:\d+:\d+\]\s*"
+    r"|\[[\w.-]+:\d+ ?:\d+\]\s+[\w.-]+:\d+\s+UCX\s+(?:ERROR|WARN|DIAG|INFO|DEBUG)\s+"
     # pytest: the "E   " of an exception line, and a short summary's "FAILED <test> - "
     r"|E {1,64}(?=\S)|FAILED \S+::\S+ - "
     r")"
@@ -456,6 +465,11 @@ def _may_have_prefix(text: str) -> bool:
     return head in _PREFIX_HEADS
 
 
+_TRAILING_CARETS = lazy(r"\s{2,}[~^]{3,}\s*$")
+# A sentence ending in a colon before a qualified exception: the exception is the message.
+_PROSE_LEAD = lazy(
+    r"[^:\uff1a]{8,300}?[:\uff1a]\s*(?=(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\b:)"
+)
 _RANK_TEXT_RE = lazy(r"\[(?:PG [^\]]*?)?Rank (\d+)\]")
 _MASK_RE = lazy(rf"{_HEX}|\b[0-9a-fA-F]{{8,}}\b|\d+")
 
@@ -471,6 +485,13 @@ def _strip_prefixes(text: str) -> str:
         if not rest:
             break
         out = rest
+    if out.endswith("^") and (carets := _TRAILING_CARETS.search(out)) is not None:
+        out = out[: carets.start()]  # Python's ^^^^ underline glued on by the paste
+    lead = _PROSE_LEAD.match(out) if ("\uff1a" in out or ": " in out) else None
+    if lead is not None and (
+        "\uff1a" in lead.group(0) or _PROSE_FIRST_PERSON_RE.search(lead.group(0)) is not None
+    ):
+        out = out[lead.end() :]  # "I ran it and got this error: RuntimeError: ..."
     return out[:_MAX_MESSAGE]
 
 
@@ -847,6 +868,8 @@ class _Stream:
                         j += 1
                 elif c == _CODE or (c == _OTHER and _MARKER_RE.match(self._text(j))):
                     j += 1
+                elif c == _OTHER and self._text(j).strip() in _ELISIONS:
+                    j += 1  # the poster cut frames out: "..." in place of them
                 elif ipython and c in (_OTHER, _ERR) and is_ipython_source(self._text(j)):
                     j += 1  # "----> 3 code" (the arrow marks IPython's current line)
                 elif c == _BLANK and nxt[j] < n and cls[nxt[j]] in (_PYFRAME, _CODE):
@@ -1138,6 +1161,11 @@ class _Stream:
         j = self._tail(j, free=False)
         end = self._trim(i, j)
         kind, message, text = self._error_message(i, end, members)
+        if text.endswith(":") and "panicked at " in text and message + 1 < end:
+            # Rust 1.73+: "thread 'main' panicked at src/core.rs:264:80:" and the payload
+            # ("called `Result::unwrap()` on an `Err` value: DriverError(...)") on the next line.
+            message += 1
+            text = _strip_prefixes(self._text(message))
         return _Found(kind, i, end, message, text, self._cut_at_end(end))
 
     def _continues(self, j: int) -> bool:

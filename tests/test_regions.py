@@ -872,3 +872,61 @@ def test_an_error_line_right_above_its_traceback_is_the_same_failure() -> None:
     assert (
         len(find_regions(_lines("cuBLAS API failed with status 15\nINFO retry\n" + text[34:]))) == 2
     )
+
+
+def test_held_out_round_13_messages() -> None:
+    cases = {
+        # the paste glued Python's underline onto the exception line
+        "RuntimeError: Failed: Assertion error /x/deep_ep.cpp:1134 'x.size(0) <= n'    ^^^^^^^^": (
+            "RuntimeError: Failed: Assertion error /x/deep_ep.cpp:1134 'x.size(0) <= n'"
+        ),
+        # a sentence that ends in a (full-width) colon before the exception
+        "I use v0.5.15 as prefill node, startup failed with the following error\uff1aRuntimeError: "
+        "CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasGemmEx(...)`": (
+            "RuntimeError: CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasGemmEx(...)`"
+        ),
+        "[W] [TRT] UNSUPPORTED_STATE: Skipping tactic 0 due to insufficient memory": (
+            "UNSUPPORTED_STATE: Skipping tactic 0 due to insufficient memory"
+        ),
+        "[gpu-host:994396:0]      ib_mlx5_dv.c:452  UCX  ERROR   mlx5dv_devx_obj_create(CQ) failed": (
+            "mlx5dv_devx_obj_create(CQ) failed"
+        ),
+    }
+    for line, message in cases.items():
+        assert _one(line).message == message
+
+
+def test_a_markdown_heading_is_no_failure() -> None:
+    text = (
+        "### Originating CUDA error (all 8 TP ranks, simultaneously)\n"
+        "CUDA error (/src/decode/sched_meta.cu:111): invalid argument"
+    )
+    assert _one(text).lines == (2, 2)
+
+
+def test_an_elision_line_inside_a_traceback_does_not_split_it() -> None:
+    region = _one(
+        "Traceback (most recent call last):\n"
+        '  File "/env/vllm/v1/engine/core.py", line 699, in run_engine_core\n'
+        "    engine_core = EngineCoreProc(*args, **kwargs)\n"
+        "...\n"
+        '  File "/env/vllm/v1/executor/multiproc_executor.py", line 248, in get_response\n'
+        "    raise RuntimeError(\n"
+        "RuntimeError: Worker failed with error 'CUDA error: out of memory'"
+    )
+    assert region.lines == (1, 7)
+    assert [f.function for f in region.frames] == ["run_engine_core", "get_response"]
+
+
+def test_a_rust_panic_is_named_by_its_payload_and_keeps_its_backtrace() -> None:
+    region = _one(
+        "thread 'main' (74) panicked at /root/.cargo/git/cudarc/src/driver/safe/core.rs:264:80:\n"
+        "called `Result::unwrap()` on an `Err` value: DriverError(CUDA_ERROR_ILLEGAL_ADDRESS, "
+        '"an illegal memory access was encountered")\n'
+        "stack backtrace:\n"
+        "   0:     0x55a36bcdb93a - std[e28293b1aa0f68bd]::sys::backtrace::print\n"
+        "   1:     0x55a36bcf457a - core[c1f1a4ba060b9bfa]::fmt::write"
+    )
+    assert region.lines == (1, 5)
+    assert region.message.startswith("called `Result::unwrap()` on an `Err` value: DriverError(")
+    assert [f.function for f in region.frames] == ["std::sys::backtrace::print", "core::fmt::write"]

@@ -94,6 +94,7 @@ _JAVA = lazy(r"at\s+([^\s(]+)\(([^()]*)\)$")
 # Rust std backtrace "  3: std::panicking::begin_panic" (old: "3: 0x55d0 - core::x").
 _RUST = lazy(rf"(\d+):\s+(?:({_HEX})\s+-\s+)?(\S.*)$")
 _RUST_HASH = lazy(r"::h[0-9a-f]{16}$")
+_RUST_CRATE_HASH = lazy(r"\[[0-9a-f]{16}\]")
 # Linux kernel oops / KASAN / dmesg (optionally behind a dmesg timestamp, "#N", "RIP: 0010:"):
 # "[<ffffffff926dbfd0>] process_one_work+0x572/0x7e1 kernel/workqueue.c:2302",
 # " nvacme_ioctl+0x5d/0x90 [nvidia]".
@@ -671,8 +672,9 @@ def _rust_frame(number: int, text: str) -> Frame | None:
     index, address, symbol = int(m.group(1)), m.group(2), m.group(3).strip()
     if "::" not in symbol or (" " in symbol and not symbol.startswith("<")):
         return None
-    # Rust's legacy mangling leaves a "::h0123456789abcdef" hash on every function.
-    bare = _RUST_HASH.sub("", symbol)
+    # Rust's legacy mangling leaves a "::h0123456789abcdef" hash on every function, and v0
+    # mangling a "[e28293b1aa0f68bd]" crate disambiguator on every crate name.
+    bare = _RUST_CRATE_HASH.sub("", _RUST_HASH.sub("", symbol))
     return Frame(
         log_line=number,
         dialect="other",
