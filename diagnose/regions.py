@@ -77,6 +77,8 @@ _SIGNATURE_FRAMES = 32
 _MAX_MESSAGE_LINES = 40
 # A pytest failure (the test's source, every frame's code, captured locals) is cut here.
 _MAX_PYTEST_LINES = 5_000
+# Indented lines an exception message ending in ":" may carry on into (see _run_on).
+_RUN_ON_LINES = 8
 # A message is cut here; the full line stays in the region body.
 _MAX_MESSAGE = 4096
 
@@ -922,12 +924,15 @@ class _Stream:
             message, has_message = earlier, True
         elif not has_message:
             message = self._last_frame(start, end)
+        text = report_text or _strip_prefixes(self._text(message))
+        if has_message and text.endswith(":") and not report_text:
+            text = self._run_on(text, message + 1, end)
         return _Found(
             "python-traceback",
             start,
             end,
             message,
-            report_text or _strip_prefixes(self._text(message)),
+            text,
             cut or self._cut_at_end(end),
             has_message,
         )
@@ -979,6 +984,18 @@ class _Stream:
             and self.cls[j + 1] == _TB
             and _DASH_RULE_RE.match(self._text(j)) is not None
         )
+
+    def _run_on(self, text: str, j: int, end: int) -> str:
+        """An exception message that ends in a colon, with the indented lines that carry it on.
+
+        FlashInfer: "RuntimeError: Error in function 'aligned_alloc' at allocator.h:49:" and
+        "  Buffer overflow when allocating ... but only 413138944 bytes available" below it.
+        """
+        parts = [text]
+        while j < end and len(parts) <= _RUN_ON_LINES and self.cls[j] == _CODE:
+            parts.append(self._text(j).strip())
+            j += 1
+        return " ".join(parts)[:_MAX_MESSAGE]
 
     def _report(self, j: int) -> tuple[int, str] | None:
         """torch elastic's failure table under exception line ``j``: its end and summary.
@@ -1166,6 +1183,8 @@ class _Stream:
             # ("called `Result::unwrap()` on an `Err` value: DriverError(...)") on the next line.
             message += 1
             text = _strip_prefixes(self._text(message))
+        elif text.endswith(":"):
+            text = self._run_on(text, message + 1, end)
         return _Found(kind, i, end, message, text, self._cut_at_end(end))
 
     def _continues(self, j: int) -> bool:

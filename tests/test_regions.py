@@ -930,3 +930,23 @@ def test_a_rust_panic_is_named_by_its_payload_and_keeps_its_backtrace() -> None:
     assert region.lines == (1, 5)
     assert region.message.startswith("called `Result::unwrap()` on an `Err` value: DriverError(")
     assert [f.function for f in region.frames] == ["std::sys::backtrace::print", "core::fmt::write"]
+
+
+def test_a_message_ending_in_a_colon_takes_the_indented_lines_that_carry_it_on() -> None:
+    text = (
+        "RuntimeError: Error in function 'aligned_alloc' at /src/flashinfer/allocator.h:49:\n"
+        "  Buffer overflow when allocating memory for batch_prefill_tmp_v\n"
+        "  with size 536346624 and alignment 16,\n"
+        "  but only 413138944 bytes available in AlignedAllocator.\n"
+        "INFO shutting down"
+    )
+    region = _one(text)
+    assert region.message == (
+        "RuntimeError: Error in function 'aligned_alloc' at /src/flashinfer/allocator.h:49: "
+        "Buffer overflow when allocating memory for batch_prefill_tmp_v with size 536346624 "
+        "and alignment 16, but only 413138944 bytes available in AlignedAllocator."
+    )
+    traceback = _one(
+        'Traceback (most recent call last):\n  File "/srv/a.py", line 3, in f\n    g()\n' + text
+    )
+    assert traceback.message == region.message
