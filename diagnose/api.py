@@ -162,8 +162,15 @@ def _unknown_summary(regions: Sequence[Region]) -> str:
     """The most informative error line of an unknown verdict, quoted, never a guess."""
     if not regions:
         return "No crash region was found in this log."
-    best = max(regions, key=lambda r: (len(r.frames) > 0, r.kind != "error-line", len(r.message)))
+    best = max(regions, key=_informative)
     return f"Most informative error (line {best.message_line}): {best.message.strip()[:300]}"
+
+
+def _informative(region: Region) -> tuple[bool, bool, bool, int]:
+    """Sort key for :func:`_unknown_summary`: a real message first (a traceback the paste cut
+    before its exception line has only its last frame), then frames, structure and length."""
+    named = not any(f.log_line == region.message_line for f in region.frames)
+    return (named, len(region.frames) > 0, region.kind != "error-line", len(region.message))
 
 
 def _fixes(cause: Cause | None, parsed: Parsed, primary: Finding | None) -> tuple[FixAdvice, ...]:

@@ -169,3 +169,21 @@ def test_a_device_the_program_says_it_skipped_is_not_a_fatal_unknown() -> None:
     )
     d = diagnose_text(log)
     assert d.cause == "unknown" and d.crashes and d.fatal is False
+
+
+def test_an_unknown_summary_quotes_a_real_message_over_a_cut_tracebacks_last_frame() -> None:
+    from diagnose.api import diagnose_text
+
+    log = (
+        "compiler raised FrobError: the frobnicator refused the graph\n"
+        "INFO unrelated\n"
+        "INFO unrelated\n"
+        "Traceback (most recent call last):\n"
+        '  File "/srv/frob/loop.py", line 9, in run\n'
+        "    step()\n"
+        '  File "/srv/frob/step.py", line 3, in step\n'
+        "    frob(graph)\n"
+    )
+    d = diagnose_text(log)
+    assert d.cause == "unknown" and len(d.crashes) == 2
+    assert "FrobError: the frobnicator refused the graph" in d.summary
