@@ -1156,3 +1156,26 @@ def test_two_copies_of_a_line_that_differ_in_width_only_before_cleaning() -> Non
         "GPU 0 has a total capacity of 79.10 GiB of which 1.25 GiB is free."
     )
     assert texts(f"{line}```\n0\n{line}\n0") == [line, "0", line, "0"]
+
+
+def test_a_flattened_worker_paste_cut_inside_a_quoted_word() -> None:
+    raw = (
+        "(SGLangWorker pid=38138) Exception: Capture cuda graph failed: Internal Triton PTX "
+        "codegen error: (SGLangWorker pid=38138) ptxas fatal : Value 'sm_1\n"
+        "20' is not defined for option 'gpu-name' (SGLangWorker pid=38138) Possible solutions:\n"
+    )
+    assert [(line.number, line.text, line.rank) for line in normalize(raw)] == [
+        (
+            1,
+            "Exception: Capture cuda graph failed: Internal Triton PTX codegen error:",
+            "pid=38138",
+        ),
+        (1, "ptxas fatal : Value 'sm_120' is not defined for option 'gpu-name'", "pid=38138"),
+        (1, "Possible solutions:", "pid=38138"),
+    ]
+
+
+def test_an_open_quote_at_a_line_end_joins_only_the_line_that_closes_it() -> None:
+    assert texts("the value 'sm_1\n20' is not defined\n") == ["the value 'sm_120' is not defined"]
+    assert texts("I can't load 'model\nnext line\n") == ["I can't load 'model", "next line"]
+    assert texts("it's 'abc\ndef\n") == ["it's 'abc", "def"]

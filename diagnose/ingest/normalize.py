@@ -767,7 +767,29 @@ def _continues(head: _Clean, nxt: _Clean) -> bool:
         return False
     if _may_hold_marker(text) and _SPLIT_STRONG.search(text):
         return False  # holds a traceback/frame marker of its own: a new record
+    if _cut_in_quote(head.text, text):
+        return True
     return _is_cut_frame(head) or _is_hard_cut(head)
+
+
+def _open_quote_at_end(text: str) -> bool:
+    """Whether ``text`` ends inside a single-quoted word (a cut that may continue)."""
+    return (
+        text[-1:].isalnum()
+        and "'" in text[-41:]
+        and _QUOTE_OPEN_AT_END.search(text) is not None
+        and text.count("'") % 2 == 1
+    )
+
+
+def _cut_in_quote(head: str, text: str) -> bool:
+    """A quoted token the paste cut in two: "ptxas fatal : Value 'sm_1" / "20' is not ..."
+    (the head leaves a single quote open on its last word, the next line closes it)."""
+    return _open_quote_at_end(head) and _QUOTE_CLOSE_AT_START.match(text) is not None
+
+
+_QUOTE_OPEN_AT_END = lazy(r"(?:^|\s)'[\w.:-]{1,40}$")
+_QUOTE_CLOSE_AT_START = lazy(r"[\w.:-]{1,40}'(?:\s|$|[,.;)])")
 
 
 def _join(head: _Clean, nxt: _Clean) -> _Clean:
@@ -1066,7 +1088,7 @@ _MID_WORKER = lazy(
 _FRAME_TAIL = lazy(r'\.py", line \d+, in [\w<>.]+$')
 
 
-def _split_prefixed(text: str) -> list[tuple[str, str | None]] | None:
+def _split_prefixed(text: str, rank: str | None = None) -> list[tuple[str, str | None]] | None:
     """Split a line holding one process prefix twice or more mid-line; None when it does not.
 
     The caller has checked that ``pid=`` occurs twice (the literal prefilter).
@@ -1078,7 +1100,9 @@ def _split_prefixed(text: str) -> list[tuple[str, str | None]] | None:
     :func:`_split_pasted` does, so the traceback reads as one.
     """
     found = [m for m in _MID_WORKER.finditer(text) if "pid=" in m[0]]
-    if len(found) < 2 or len({m[0] for m in found}) == len(found):
+    # The line's own prefix, already stripped, recurring once mid-line counts as twice.
+    again = rank is not None and len(found) == 1 and rank in found[0][0]
+    if not again and (len(found) < 2 or len({m[0] for m in found}) == len(found)):
         return None
     pieces: list[tuple[str, str | None]] = []
     head = text[: found[0].start()].rstrip()
@@ -1141,7 +1165,7 @@ def normalize_lines(lines: Iterable[tuple[int, str]]) -> Iterator[LogLine]:
                 continue
             yield from _emit(held)
             held = None
-        if _is_cut_frame(line) or _is_hard_cut(line):
+        if _is_cut_frame(line) or _is_hard_cut(line) or _open_quote_at_end(line.text):
             held = line
         else:
             yield from _emit(line)
@@ -1150,25 +1174,29 @@ def normalize_lines(lines: Iterable[tuple[int, str]]) -> Iterator[LogLine]:
 
 
 def _emit(line: _Clean) -> list[LogLine]:
-    # A re-joined frame is never split again: its pieces would come from later lines.
-    if len(line.text) < _MIN_PASTE_LEN or line.joined > 1:
+    if len(line.text) < _MIN_PASTE_LEN:
         return [LogLine(line.number, line.text, line.rank, line.level)]
     # Literal prefilter inline (one scan, no call) for the common line: without "pid=" twice
     # there is no repeated worker prefix.  A mid-line prefix must name its pid; the ip=-only
     # Ray form is left to the line-start stripper.
     text = line.text
     first = text.find("pid=")
-    twice = first >= 0 and text.find("pid=", first + 4) >= 0
-    prefixed = _split_prefixed(text) if twice else None
+    twice = first >= 0 and (
+        text.find("pid=", first + 4) >= 0 or (line.rank is not None and line.rank in text)
+    )
+    prefixed = _split_prefixed(text, line.rank) if twice else None
+    # A re-joined frame is not split at markers again: its pieces would come from later
+    # lines.  A repeated worker prefix still splits (a flattened paste cut inside a word).
+    whole = line.joined > 1
     if prefixed is None:
-        return [
-            LogLine(line.number, piece, line.rank, line.level) for piece in _split_pasted(line.text)
-        ]
+        if whole:
+            return [LogLine(line.number, text, line.rank, line.level)]
+        return [LogLine(line.number, piece, line.rank, line.level) for piece in _split_pasted(text)]
     # A piece may itself hold a collapsed traceback; its pieces share the prefix's rank.
     return [
         LogLine(line.number, part, rank or line.rank, line.level)
         for piece, rank in prefixed
-        for part in _split_pasted(piece)
+        for part in ([piece] if whole else _split_pasted(piece))
     ]
 
 
