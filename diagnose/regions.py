@@ -757,14 +757,7 @@ class _Stream:
         k = self.nxt[found.end] if found.end < self.n else self.n
         if k >= self.n or self.cls[k] != _TB or k - found.end > 1:
             return found
-        tb = self._traceback(k)
-        if tb.has_message:
-            return _Found(
-                "python-traceback", found.start, tb.end, tb.message, tb.message_text, tb.truncated
-            )
-        return _Found(
-            "python-traceback", found.start, tb.end, found.message, found.message_text, True
-        )
+        return self._with_traceback(found, k)
 
     def _chained(self, found: _Found) -> _Found:
         """An exception line followed by "The above exception was the direct cause ...".
@@ -775,6 +768,11 @@ class _Stream:
         k = self.nxt[found.end]
         if k >= self.n or self.cls[k] != _CHAIN:
             return found
+        return self._with_traceback(found, k)
+
+    def _with_traceback(self, found: _Found, k: int) -> _Found:
+        """``found`` and the traceback read from line ``k`` on, as one failure: named by the
+        traceback's exception, or by ``found`` when the paste cut the traceback before it."""
         tb = self._traceback(k)
         if tb.has_message:
             return _Found(
