@@ -467,6 +467,7 @@ def _may_have_prefix(text: str) -> bool:
     return head in _PREFIX_HEADS
 
 
+_NCCL_HEAD = lazy(r"[\w.-]+:\d+:\d+ \[\d+\] (?:[\w./-]+:\d+ )?(?=NCCL )")
 _TRAILING_CARETS = lazy(r"\s{2,}[~^]{3,}\s*$")
 # A sentence ending in a colon before a qualified exception: the exception is the message.
 _PROSE_LEAD = lazy(
@@ -487,6 +488,8 @@ def _strip_prefixes(text: str) -> str:
         if not rest:
             break
         out = rest
+    if " NCCL " in out[:300] and (nccl := _NCCL_HEAD.match(out)) is not None:
+        out = out[nccl.end() :]  # NCCL's "host:pid:tid [0] file.cc:63 " before "NCCL WARN"
     if out.endswith("^") and (carets := _TRAILING_CARETS.search(out)) is not None:
         out = out[: carets.start()]  # Python's ^^^^ underline glued on by the paste
     lead = _PROSE_LEAD.match(out) if ("\uff1a" in out or ": " in out) else None

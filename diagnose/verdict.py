@@ -150,6 +150,10 @@ _MILD_LEVELS = frozenset({"WARNING", "INFO", "DEBUG", "TRACE"})
 _WARNING_TEXT = re.compile(
     r"\[W[ \]]|\[TensorRT-LLM\]\[WARNING\]|\[TRT\] \[W\]|WARNING:|Warning:"
     r"|(?:\S+:\d+: )?[A-Z]\w*Warning: "
+    # NCCL's own record: "host:pid:tid [0] misc/ibvwrap.cc:63 NCCL WARN Failed to open
+    # libibverbs.so" (then it falls back to sockets; NVIDIA/nccl#766).  Its real failures
+    # come as "NCCL error" exceptions, which are no lone warning line.
+    r"|\S+:\d+:\d+ \[\d+\] (?:\S+:\d+ )?NCCL WARN "
 )
 
 

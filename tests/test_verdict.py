@@ -187,3 +187,16 @@ def test_an_unknown_summary_quotes_a_real_message_over_a_cut_tracebacks_last_fra
     d = diagnose_text(log)
     assert d.cause == "unknown" and len(d.crashes) == 2
     assert "FrobError: the frobnicator refused the graph" in d.summary
+
+
+def test_a_lone_nccl_warn_record_is_a_warning() -> None:
+    from diagnose.api import diagnose_text
+
+    log = (
+        "node7:1379562:1379562 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n"
+        "node7:1379562:1379562 [0] misc/ibvwrap.cc:63 NCCL WARN Failed to open libibverbs.so[.1]\n"
+        "node7:1379562:1379562 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>\n"
+    )
+    d = diagnose_text(log)
+    assert d.cause == "unknown" and d.fatal is False
+    assert d.crashes[0].message == "NCCL WARN Failed to open libibverbs.so[.1]"
