@@ -77,6 +77,8 @@ _SIGNATURE_FRAMES = 32
 _MAX_MESSAGE_LINES = 40
 # A pytest failure (the test's source, every frame's code, captured locals) is cut here.
 _MAX_PYTEST_LINES = 5_000
+# An exception line with nothing after its colon: "AssertionError:".
+_EXC_ONLY_RE = lazy(r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*:\s*$")
 # Indented lines an exception message ending in ":" may carry on into (see _run_on).
 _RUN_ON_LINES = 8
 # A message is cut here; the full line stays in the region body.
@@ -395,6 +397,14 @@ _PROSE_OPENER_RE = lazy(
     r"|[Hh]as any ?one|[Aa]ny (?:idea|ideas|help|hint)|[Ii]s there|[Cc]an (?:some|any) ?one"
     r"|[Cc]ould (?:some|any) ?one)\b"
 )
+# A sentence that points at the error rather than being it: "... would fail with the
+# following error:", "... failed with below error when tp=2:", "... also failed with the same
+# error." (held-out round 14).
+_PROSE_POINTER_RE = lazy(
+    r"(?i)\b(?:the following|following|below|the same|same|above|this|these)\s+(?:\w+\s+)?"
+    r"(?:errors?|exceptions?|tracebacks?|outputs?|logs?|messages?|issues?)\b[^.:\uff1a]{0,40}"
+    r"[.:\uff1a]\s*$"
+)
 _MD_HEADING_RE = lazy(r"#{1,6} +\S")
 _HEADING_RE = lazy(r"(?i)(?:the |full )?(?:error|errors|error log|error message|traceback)s?:?$")
 _PROSE_QUESTION_RE = lazy(r"\?[\"'`)\]]*\s*$")
@@ -419,6 +429,7 @@ def _is_prose(s: str) -> bool:
         _PROSE_FIRST_PERSON_RE.search(s) is not None
         or _PROSE_OPENER_RE.match(s) is not None
         or _PROSE_QUESTION_RE.search(s) is not None
+        or _PROSE_POINTER_RE.search(s) is not None
     )
 
 
@@ -471,7 +482,8 @@ _NCCL_HEAD = lazy(r"[\w.-]+:\d+:\d+ \[\d+\] (?:[\w./-]+:\d+ )?(?=NCCL )")
 _TRAILING_CARETS = lazy(r"\s{2,}[~^]{3,}\s*$")
 # A sentence ending in a colon before a qualified exception: the exception is the message.
 _PROSE_LEAD = lazy(
-    r"[^:\uff1a]{8,300}?[:\uff1a]\s*(?=(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\b:)"
+    r"[^:\uff1a]{8,300}?(?:[:\uff1a]\s*|\s[`'\"]{1,3})"
+    r"(?=(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Exception)|OutOfResources)\b:)"
 )
 _RANK_TEXT_RE = lazy(r"\[(?:PG [^\]]*?)?Rank (\d+)\]")
 _MASK_RE = lazy(rf"{_HEX}|\b[0-9a-fA-F]{{8,}}\b|\d+")
@@ -927,7 +939,8 @@ class _Stream:
             message = self._last_frame(start, end)
         text = report_text or _strip_prefixes(self._text(message))
         if has_message and text.endswith(":") and not report_text:
-            text = self._run_on(text, message + 1, end)
+            # "AssertionError:" alone: the message is on the (unindented) lines below it
+            text = self._run_on(text, message + 1, end, bare=_EXC_ONLY_RE.match(text) is not None)
         return _Found(
             "python-traceback",
             start,
@@ -986,14 +999,15 @@ class _Stream:
             and _DASH_RULE_RE.match(self._text(j)) is not None
         )
 
-    def _run_on(self, text: str, j: int, end: int) -> str:
+    def _run_on(self, text: str, j: int, end: int, bare: bool = False) -> str:
         """An exception message that ends in a colon, with the indented lines that carry it on.
 
         FlashInfer: "RuntimeError: Error in function 'aligned_alloc' at allocator.h:49:" and
         "  Buffer overflow when allocating ... but only 413138944 bytes available" below it.
         """
         parts = [text]
-        while j < end and len(parts) <= _RUN_ON_LINES and self.cls[j] == _CODE:
+        carry = (_CODE, _OTHER, _ERR) if bare else (_CODE,)
+        while j < end and len(parts) <= _RUN_ON_LINES and self.cls[j] in carry:
             parts.append(self._text(j).strip())
             j += 1
         return " ".join(parts)[:_MAX_MESSAGE]

@@ -1179,3 +1179,32 @@ def test_an_open_quote_at_a_line_end_joins_only_the_line_that_closes_it() -> Non
     assert texts("the value 'sm_1\n20' is not defined\n") == ["the value 'sm_120' is not defined"]
     assert texts("I can't load 'model\nnext line\n") == ["I can't load 'model", "next line"]
     assert texts("it's 'abc\ndef\n") == ["it's 'abc", "def"]
+
+
+def test_a_quoted_call_cut_after_a_comma_takes_its_argument_lines() -> None:
+    raw = (
+        "RuntimeError: CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling "
+        "`cublasGemmStridedBatchedExFix(handle, opa, opb,\n"
+        "(int)m, (int)n, (int)k, (void*)&falpha, a, CUDA_R_16BF,\n"
+        "CUDA_R_16BF, (int)ldc, CUBLAS_GEMM_DEFAULT_TENSOR_OP)`\n"
+        "next record\n"
+    )
+    lines = texts(raw)
+    assert len(lines) == 2 and lines[1] == "next record"
+    assert lines[0].endswith(
+        "opb, (int)m, (int)n, (int)k, (void*)&falpha, a, CUDA_R_16BF, "
+        "CUDA_R_16BF, (int)ldc, CUBLAS_GEMM_DEFAULT_TENSOR_OP)"
+    )
+
+
+def test_a_long_rank_record_cut_inside_a_word_takes_the_bare_line_after_it() -> None:
+    head = "[rank4]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 462.00 MiB. " + (
+        "GPU 4 has a total capacity of 79.11 GiB of which 462.56 MiB is free. Of the allocated memor"
+    )
+    raw = head + "\ny 74.57 GiB is allocated by PyTorch.\n[rank4]: next\n"
+    assert [(line.number, line.text, line.rank) for line in normalize(raw)] == [
+        (1, head[len("[rank4]: ") :] + "y 74.57 GiB is allocated by PyTorch.", "rank4"),
+        (3, "next", "rank4"),
+    ]
+    # A short record, or a next line that starts a sentence, is left alone.
+    assert len(texts("[rank4]: loading weights from disk\nmore output\n")) == 2

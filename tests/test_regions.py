@@ -950,3 +950,34 @@ def test_a_message_ending_in_a_colon_takes_the_indented_lines_that_carry_it_on()
         'Traceback (most recent call last):\n  File "/srv/a.py", line 3, in f\n    g()\n' + text
     )
     assert traceback.message == region.message
+
+
+def test_held_out_round_14_prose_and_messages() -> None:
+    text = (
+        "Some tests such as test_addbmm_cuda would fail with the following error:\n"
+        "RuntimeError: CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling `cublasSgemm(h)`\n"
+        "The corresponding test for `addmm` also failed with the same error.\n"
+        "It runs well with tp=1, but failed with below error when tp=2:\n"
+    )
+    [region] = find_regions(_lines(text))
+    assert region.lines == (2, 2)
+    quoted = (
+        "@someone Thanks. I tried that but its shared memory limit error `'triton.runtime.errors."
+        "OutOfResources: out of resource: shared memory, Required: 98304, Hardware limit: 65536.`"
+    )
+    assert _one(quoted).message.startswith("triton.runtime.errors.OutOfResources: out of resource")
+
+
+def test_an_exception_with_nothing_after_its_colon_takes_the_lines_below() -> None:
+    region = _one(
+        "Traceback (most recent call last):\n"
+        '  File "/x/torch/cuda/__init__.py", line 108, in _check_driver\n'
+        '    of the CUDA driver.""".format(str(torch._C._cuda_getDriverVersion())))\n'
+        "AssertionError: \n"
+        "The NVIDIA driver on your system is too old (found version 9000).\n"
+        "Please update your GPU driver."
+    )
+    assert region.message == (
+        "AssertionError: The NVIDIA driver on your system is too old (found version 9000). "
+        "Please update your GPU driver."
+    )

@@ -767,9 +767,28 @@ def _continues(head: _Clean, nxt: _Clean) -> bool:
         return False
     if _may_hold_marker(text) and _SPLIT_STRONG.search(text):
         return False  # holds a traceback/frame marker of its own: a new record
-    if _cut_in_quote(head.text, text):
+    if _cut_in_quote(head.text, text) or _open_call_at_end(head.text):
+        return True
+    if _long_record_cut(head) and nxt.rank is None and text[:1].islower():
         return True
     return _is_cut_frame(head) or _is_hard_cut(head)
+
+
+def _open_call_at_end(text: str) -> bool:
+    """A quoted call cut after a comma: "when calling `cublasGemmEx(handle, opa, opb," - its
+    arguments go on on the next lines (pytorch/pytorch#57773 pastes)."""
+    return text.endswith(",") and text.count("`") % 2 == 1 and text.count("(") > text.count(")")
+
+
+def _long_record_cut(line: _Clean) -> bool:
+    """A long rank-prefixed record that ends inside a word: "[rank4]: torch.OutOfMemoryError:
+    ... Of the allocated memor" then "y 74.57 GiB is allocated by PyTorch" with no prefix.
+    In a log whose every record carries its rank, a bare line after it is its wrapped rest."""
+    text = line.text
+    return line.rank is not None and len(text) >= _LONG_RECORD and text[-1:].islower()
+
+
+_LONG_RECORD = 150
 
 
 def _open_quote_at_end(text: str) -> bool:
@@ -1165,7 +1184,13 @@ def normalize_lines(lines: Iterable[tuple[int, str]]) -> Iterator[LogLine]:
                 continue
             yield from _emit(held)
             held = None
-        if _is_cut_frame(line) or _is_hard_cut(line) or _open_quote_at_end(line.text):
+        if (
+            _is_cut_frame(line)
+            or _is_hard_cut(line)
+            or _open_quote_at_end(line.text)
+            or _open_call_at_end(line.text)
+            or _long_record_cut(line)
+        ):
             held = line
         else:
             yield from _emit(line)
