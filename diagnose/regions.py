@@ -79,6 +79,8 @@ _MAX_MESSAGE_LINES = 40
 _MAX_PYTEST_LINES = 5_000
 # An exception line with nothing after its colon: "AssertionError:".
 _EXC_ONLY_RE = lazy(r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*:\s*$")
+# The last line of a paste shorter than this, and no exception, is a cut stub (_cut_fragment).
+_FRAGMENT = 12
 # Indented lines an exception message ending in ":" may carry on into (see _run_on).
 _RUN_ON_LINES = 8
 # A message is cut here; the full line stays in the region body.
@@ -894,7 +896,7 @@ class _Stream:
                     j = nxt[j]
                 else:
                     break
-            if j < n and self._exception_at(j):
+            if j < n and self._exception_at(j) and not self._cut_fragment(j):
                 message = j
                 report = self._report(j)
                 if report is None:
@@ -1025,6 +1027,17 @@ class _Stream:
         stop = min(self.n, j + 1 + MAX_REPORT_LINES)
         taken, summary = read_report([self._text(k) for k in range(j + 1, stop)])
         return j + 1 + taken, f"{head.rstrip()} {summary}"
+
+    def _cut_fragment(self, j: int) -> bool:
+        """Is line ``j`` the stub of a line the paste cut off ("Runt", "(APIS") at its end?
+
+        Only the input's last line, short and not shaped like an exception, so the traceback
+        reads as cut rather than as failing with "Runt".
+        """
+        if j != self.n - 1:
+            return False
+        text = _strip_prefixes(self._text(j))
+        return len(text) < _FRAGMENT and _EXC_RE.match(text) is None
 
     def _exception_shaped(self, j: int) -> bool:
         """Does line ``j`` read like ``package.SomeError: text`` rather than source code?"""

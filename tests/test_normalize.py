@@ -1208,3 +1208,18 @@ def test_a_long_rank_record_cut_inside_a_word_takes_the_bare_line_after_it() -> 
     ]
     # A short record, or a next line that starts a sentence, is left alone.
     assert len(texts("[rank4]: loading weights from disk\nmore output\n")) == 2
+
+
+def test_a_long_line_cut_inside_a_word_takes_the_rest_of_the_word() -> None:
+    head = (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 232.00 MiB. GPU 0 has "
+        + (
+            "a total capacity of 23.57 GiB of which 154.25 MiB is free. Including non-PyTorch memory, "
+            "this proce"
+        )
+    )
+    rest = "ss has 23.40 GiB memory in use."
+    assert texts(f"{head}\n{rest}\n") == [head + rest]
+    # Padded to the width, or a short line: the next line is a line of its own.
+    assert texts(f"{head}   \n{rest}\n") == [head, rest]
+    assert texts(f"short line ending in proce\n{rest}\n") == ["short line ending in proce", rest]

@@ -981,3 +981,21 @@ def test_an_exception_with_nothing_after_its_colon_takes_the_lines_below() -> No
         "AssertionError: The NVIDIA driver on your system is too old (found version 9000). "
         "Please update your GPU driver."
     )
+
+
+def test_a_stub_the_paste_cut_off_at_the_end_is_not_the_exception() -> None:
+    text = (
+        "Traceback (most recent call last):\n"
+        '  File "/a/b.py", line 3, in f\n'
+        "    g()\n"
+        "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+        "\n"
+        "During handling of the above exception, another exception occurred:\n"
+        "\n"
+        "Traceback (most recent call last):\n"
+        '  File "/a/c.py", line 5, in h\n'
+        "Runt"
+    )
+    region = _one(text)
+    assert region.message == "RuntimeError: CUDA error: an illegal memory access was encountered"
+    assert region.truncated

@@ -771,6 +771,14 @@ def _continues(head: _Clean, nxt: _Clean) -> bool:
         return True
     if _long_record_cut(head) and nxt.rank is None and text[:1].islower():
         return True
+    if (
+        not head.pad
+        and len(head.text) >= _LONG_RECORD
+        and head.text[-1:].islower()
+        and _WORD_REST.match(text)
+    ):
+        # "... Including non-PyTorch memory, this proce" / "ss has 23.40 GiB memory in use."
+        return True
     return _is_cut_frame(head) or _is_hard_cut(head)
 
 
@@ -789,6 +797,8 @@ def _long_record_cut(line: _Clean) -> bool:
 
 
 _LONG_RECORD = 150
+# The rest of a word a terminal cut: a few lowercase letters, then the sentence goes on.
+_WORD_REST = lazy(r"[a-z]{1,4} [a-z0-9]")
 
 
 def _open_quote_at_end(text: str) -> bool:
@@ -1190,6 +1200,7 @@ def normalize_lines(lines: Iterable[tuple[int, str]]) -> Iterator[LogLine]:
             or _open_quote_at_end(line.text)
             or _open_call_at_end(line.text)
             or _long_record_cut(line)
+            or (len(line.text) >= _LONG_RECORD and line.text[-1:].islower())
         ):
             held = line
         else:
