@@ -121,15 +121,18 @@ def test_same_crash_long_after_is_a_new_report() -> None:
     assert len(list(iter_diagnoses(lines, dedupe_lines=1000))) == 2
 
 
+def feed_lines(engine: StreamDiagnoser, lines: list[str]) -> list[Diagnosis]:
+    """Feed ``lines`` one at a time, then close: the diagnoses, without readiness events."""
+    events = [e for line in lines for e in engine.feed(line + "\n")] + engine.close()
+    return [e for e in events if not isinstance(e, Ready)]
+
+
 def test_huge_trace_is_cut_not_kept() -> None:
     frames = [f"frame #{i}: libfoo.so(+0x{i:x}) [0x{i:x}]" for i in range(30_000)]
     lines = [*healthy(10), "terminate called after throwing an instance of 'c10::Error'", *frames]
     lines += [*healthy(50), *crash(message="misaligned address"), *healthy(10)]
     engine = StreamDiagnoser(max_window_lines=5000)
-    reports: list[Diagnosis] = []
-    for line in lines:
-        reports += [e for e in engine.feed(line + "\n") if not isinstance(e, Ready)]
-    reports += [e for e in engine.close() if not isinstance(e, Ready)]
+    reports = feed_lines(engine, lines)
     # The block is cut once and the rest of it passed over: one report for it, not one per
     # 5,000 "frame #" lines, and the crash after it is still reported.
     assert engine.stats.cut_windows == 1
@@ -147,10 +150,7 @@ def test_a_cut_traceback_and_its_exception_line_are_one_report() -> None:
     lines = [*healthy(10), "Traceback (most recent call last):", *frames]
     lines += ["RecursionError: maximum recursion depth exceeded", *healthy(10)]
     engine = StreamDiagnoser(max_window_lines=5000)
-    reports: list[Diagnosis] = []
-    for line in lines:
-        reports += [e for e in engine.feed(line + "\n") if not isinstance(e, Ready)]
-    reports += [e for e in engine.close() if not isinstance(e, Ready)]
+    reports = feed_lines(engine, lines)
     assert engine.stats.cut_windows == 1
     [report] = reports
     [region] = report.crashes
