@@ -361,7 +361,7 @@ _VOCAB: tuple[tuple[str, int, LazyPattern], ...] = (
             r"|^Killed\b|\bKilled\s+\S|panicked at|No space left on device"
             r"|Skipping tactic|Cannot profile configuration|not found any valid \w+ config"
             r"|[Ff]atal error|Error building extension|build stopped: subcommand failed"
-            # ollama: "model requires more system memory (4.1 GiB) than is available (3.1 GiB)"
+            # ollama: "model requires more system memory (<N> GiB) than is available (<N> GiB)"
             r"|requires more (?:system |host )?memory \([^)]{1,20}\) than is available"
             # huggingface_hub's GatedRepoError text, often pasted without its traceback
             r"|Cannot access gated repo\b"
