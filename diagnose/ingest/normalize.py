@@ -590,6 +590,25 @@ def _strip_build_seconds(text: str, labels: set[str]) -> str:
     return rest
 
 
+def _relabel(held: Iterable[_Clean], labels: set[str]) -> None:
+    """Strip host labels learned just now from lines cleaned before they were learned.
+
+    pdsh/DeepSpeed print the label on every line, but it is only learned at the first
+    traceback header or frame it prefixes; the error lines just above that (a
+    DistBackendError and its message) kept it (held-out round 15).
+    """
+    for line in held:
+        text = line.text
+        if line.rank is not None or ": " not in text[:66]:
+            continue
+        host = text.split(": ", 1)[0]
+        if host in labels:
+            ident = _Ident()
+            rest, _ = _strip_prefixes(text[len(host) + 2 :], ident)
+            line.text, line.rank, line.prefixed = rest, host, True
+            line.level = line.level or ident.level
+
+
 def _strip_host_label(text: str, labels: set[str]) -> tuple[str, str | None]:
     """``text`` without a learned (or now learned) host label, and the label."""
     match = _HOST_LABEL.match(text)
@@ -985,7 +1004,7 @@ class _WidthWindow:
                 self.pairs[width] -= 1
 
 
-def _infer_wraps(lines: Iterable[_Clean]) -> Iterator[_Clean]:
+def _infer_wraps(lines: Iterable[_Clean], labels: set[str] | None = None) -> Iterator[_Clean]:
     """Mark lines whose width the text itself shows to be a terminal's (``wrap=_INFERRED``).
 
     WRAP_WIDTHS lists common widths, but a resized terminal cuts at any column (116 in
@@ -997,14 +1016,21 @@ def _infer_wraps(lines: Iterable[_Clean]) -> Iterator[_Clean]:
     spreads over those).  A learned width stays learned for the rest of the stream.
     Tables, progress bars and fixed-width records give no pairs.  Linear time; holds at
     most ``_WINDOW`` lines back.
+
+    ``labels`` is the host-label set :func:`_clean` learns into: when it grows, the lines
+    still held here that carry a new label lose it too (see :func:`_relabel`).
     """
     window = _WidthWindow()
     held = window.lines
     prev: _Clean | None = None
+    known = 0
     for line in lines:
         # Plain comparisons first: most log lines are narrower than any inferred width.
         if prev is not None and prev.width >= MIN_INFERRED_WIDTH and not line.prefixed:
             window.pair(prev, line)
+        if labels is not None and len(labels) != known:
+            _relabel(held, labels)
+            known = len(labels)
         held.append(line)
         if line.width >= _COUNTED:
             window.count(line)
@@ -1187,7 +1213,8 @@ def normalize_lines(lines: Iterable[tuple[int, str]]) -> Iterator[LogLine]:
     fence = _Fence()
     labels: set[str] = set()
     held: _Clean | None = None
-    for line in _infer_wraps(_clean(number, raw, fence, labels) for number, raw in lines):
+    cleaned = (_clean(number, raw, fence, labels) for number, raw in lines)
+    for line in _infer_wraps(cleaned, labels):
         if held is not None:
             if _continues(held, line):
                 held = _join(held, line)
