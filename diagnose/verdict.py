@@ -157,13 +157,20 @@ _WARNING_TEXT = re.compile(
 )
 
 
+_NCCL_WARN_RECORD = re.compile(r"\S+:\d+:\d+ \[\d+\] (?:\S+:\d+ )?NCCL WARN ")
+
+
 def _only_warned(region: Region) -> bool:
     """True when the region is one logged line whose logger called it a warning."""
-    if region.kind != "error-line":
+    if region.kind not in ("error-line", "nccl-error") or region.lines[0] != region.lines[1]:
         return False
     line = next((ln for ln in region.body if ln.number == region.message_line), None)
     if line is None:
         return False
+    if region.kind == "nccl-error":
+        # NCCL's own WARN record, alone: a transport that would not initialise before NCCL
+        # picks another one (aws/aws-k8s-tester#454: NET/OFI, then "Using network Socket").
+        return _NCCL_WARN_RECORD.match(line.text.lstrip()) is not None
     if line.level is not None:
         return line.level in _MILD_LEVELS
     return _WARNING_TEXT.match(line.text.lstrip()) is not None
@@ -202,7 +209,10 @@ _CARRIED_ON = re.compile(
     r"\bcontinuing\b|\bfalling back\b|\bhas been ignored\b|\bwill be launched without\b"
     # NVSHMEM after a transport that would not initialise: "WARN: device mlx5_3 cannot
     # allocate buffer ... Skipping..." (deepseek-ai/DeepEP#303: the test then ran to the end)
-    r"|\bskipping\b",
+    r"|\bskipping\b"
+    # a fallback named as what is used now: NCCL's "NCCL INFO Using network Socket" after a
+    # transport plugin failed (aws/aws-k8s-tester#454), "..., using default SDPA"
+    r"|\bUsing network Socket\b|\busing (?:the )?default\b",
     re.IGNORECASE,
 )
 # Lines after a region in which such a word still speaks of it.
@@ -215,6 +225,6 @@ def _carried_on_lines(lines: Sequence[LogLine]) -> list[int]:
         ln.number
         for ln in lines
         if ("ontinu" in ln.text or "ignored" in ln.text or "alling back" in ln.text
-            or "without" in ln.text or "kipping" in ln.text)
+            or "without" in ln.text or "kipping" in ln.text or "sing " in ln.text)
         and _CARRIED_ON.search(ln.text) is not None
     ]  # fmt: skip

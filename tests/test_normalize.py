@@ -1225,3 +1225,11 @@ def test_a_long_line_cut_inside_a_word_takes_the_rest_of_the_word() -> None:
     # Padded to the width, or a short line: the next line is a line of its own.
     assert texts(f"{head}   \n{rest}\n") == [head, rest]
     assert texts(f"short line ending in proce\n{rest}\n") == ["short line ending in proce", rest]
+
+
+def test_glog_with_an_iso_timestamp() -> None:
+    [line] = normalize(
+        "E2031-08-13T11:34:14+08:00.677000 1201 torch/_inductor/select_algorithm.py:2100] "
+        "Runtime error during autotuning:"
+    )
+    assert (line.text, line.level) == ("Runtime error during autotuning:", "ERROR")

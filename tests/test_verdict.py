@@ -200,3 +200,15 @@ def test_a_lone_nccl_warn_record_is_a_warning() -> None:
     d = diagnose_text(log)
     assert d.cause == "unknown" and d.fatal is False
     assert d.crashes[0].message == "NCCL WARN Failed to open libibverbs.so[.1]"
+
+
+def test_a_transport_that_fails_before_nccl_picks_another_is_not_fatal() -> None:
+    from diagnose.api import diagnose_text
+
+    log = (
+        "[1,9]<stdout>:worker-1:22:572 [1] plugin.c:257 NCCL WARN NET/OFI plugin initialization failed\n"
+        "[1,9]<stdout>:worker-1:22:572 [1] NCCL INFO NET/IB : No device found.\n"
+        "[1,9]<stdout>:worker-1:22:572 [1] NCCL INFO Using network Socket\n"
+    )
+    d = diagnose_text(log)
+    assert d.cause == "unknown" and d.crashes and d.fatal is False

@@ -358,8 +358,11 @@ _ALPHA_PREFIX = lazy(
     # vLLM logger: ERROR 01-02 02:39:17 worker_base.py:467] / INFO 03-04 ... [core.py:12]
     rf"(?P<vllm>{_LEVEL}) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{{1,6}})? "
     r"(?:\[[\w./-]{1,200}:\d{1,6}\]|[\w./-]{1,200}:\d{1,6}\]) ?"
-    # glog: E0102 10:00:00.123456 12345 file.cc:12]
+    # glog: E0102 10:00:00.123456 12345 file.cc:12]; torch's logging with an ISO time:
+    # E2025-08-13T11:34:14+08:00.677000 1201 select_algorithm.py:2100]
     r"|(?P<glog>[IWEF])\d{4} \d\d:\d\d:\d\d\.\d{1,9} +\d{1,10} [\w./-]{1,200}:\d{1,6}\] ?"
+    r"|(?P<glogiso>[IWEF])\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[+-]\d\d:\d\d|Z)?\.\d{1,9} +\d{1,10}"
+    r" [\w./-]{1,200}:\d{1,6}\] ?"
     # journald: Mar 03 10:00:00 host python[123]:
     rf"|{_MON} [ \d]\d \d\d:\d\d:\d\d [\w.-]{{1,253}} [\w./@-]{{1,200}}(?:\[\d+\])?: ?"
 )
@@ -454,7 +457,7 @@ def _strip_one_prefix(text: str, ident: _Ident) -> str | None:
     elif first in _ALPHA_FIRST:
         match = _ALPHA_PREFIX.match(text)
         if match:
-            _note_level(match.group("vllm") or match.group("glog"), ident)
+            _note_level(match.group("vllm") or match.group("glog") or match.group("glogiso"), ident)
             return text[match.end() :]
     if first.isalnum() and "| " in text[:80]:
         match = _COMPOSE.match(text)
