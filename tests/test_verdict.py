@@ -212,3 +212,20 @@ def test_a_transport_that_fails_before_nccl_picks_another_is_not_fatal() -> None
     )
     d = diagnose_text(log)
     assert d.cause == "unknown" and d.crashes and d.fatal is False
+
+
+def test_one_requests_failure_after_readiness_is_not_fatal() -> None:
+    from diagnose.api import diagnose_text
+
+    ready = "[2031-05-01 10:00:00] The server is fired up and ready to roll!\n"
+    failure = (
+        "[2031-05-01 10:05:00 TP0] Decode transfer failed for request rank=0 req.rid='9f2c' "
+        "with exception KVTransferError(bootstrap_room=42): Aborted by AbortReq.\n"
+    )
+    d = diagnose_text(ready + failure)
+    assert d.cause == "unknown" and d.crashes and d.fatal is False
+    # An engine failure after it still counts.
+    engine = (
+        "[2031-05-01 10:05:01 TP0] Scheduler hit an exception: RuntimeError: engine loop died\n"
+    )
+    assert diagnose_text(ready + failure + engine).fatal is True
