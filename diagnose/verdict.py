@@ -150,13 +150,11 @@ _MILD_LEVELS = frozenset({"WARNING", "INFO", "DEBUG", "TRACE"})
 _WARNING_TEXT = re.compile(
     r"\[W[ \]]|\[TensorRT-LLM\]\[WARNING\]|\[TRT\] \[W\]|WARNING:|Warning:"
     r"|(?:\S+:\d+: )?[A-Z]\w*Warning: "
-    # NCCL's own record: "host:pid:tid [0] misc/ibvwrap.cc:63 NCCL WARN Failed to open
-    # libibverbs.so" (then it falls back to sockets; NVIDIA/nccl#766).  Its real failures
-    # come as "NCCL error" exceptions, which are no lone warning line.
-    r"|\S+:\d+:\d+ \[\d+\] (?:\S+:\d+ )?NCCL WARN "
 )
-
-
+# NCCL's own record: "host:pid:tid [0] misc/ibvwrap.cc:63 NCCL WARN Failed to open
+# libibverbs.so" (then it falls back to sockets; NVIDIA/nccl#766), whether the vocabulary
+# made it an error line or an nccl-error region.  NCCL's real failures come as "NCCL error"
+# exceptions, which are no lone warning line.
 _NCCL_WARN_RECORD = re.compile(r"\S+:\d+:\d+ \[\d+\] (?:\S+:\d+ )?NCCL WARN ")
 
 
@@ -167,13 +165,16 @@ def _only_warned(region: Region) -> bool:
     line = next((ln for ln in region.body if ln.number == region.message_line), None)
     if line is None:
         return False
-    if region.kind == "nccl-error":
-        # NCCL's own WARN record, alone: a transport that would not initialise before NCCL
-        # picks another one (aws/aws-k8s-tester#454: NET/OFI, then "Using network Socket").
-        return _NCCL_WARN_RECORD.match(line.text.lstrip()) is not None
+    text = line.text.lstrip()
+    # A transport that would not initialise before NCCL picks another one
+    # (aws/aws-k8s-tester#454: NET/OFI, then "Using network Socket").
+    if _NCCL_WARN_RECORD.match(text) is not None:
+        return True
+    if region.kind != "error-line":
+        return False
     if line.level is not None:
         return line.level in _MILD_LEVELS
-    return _WARNING_TEXT.match(line.text.lstrip()) is not None
+    return _WARNING_TEXT.match(text) is not None
 
 
 def unknown_fatal(
