@@ -253,6 +253,20 @@ def test_quick_bound_proves_nothing_the_exact_bound_does_not(name: str) -> None:
         assert mangled_bound.output_bound_bits(name) <= mangled_bound.INPROC_BUDGET_BITS
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.text(st.sampled_from(list("_STSSTA019ZNEIDpvq")), max_size=80).map(lambda s: "_Z" + s),
+        max_size=8,
+    ),
+    st.integers(0, 100),
+)
+def test_quick_split_is_quick_safe_on_each_name(names: list[str], max_len: int) -> None:
+    proven, rest = mangled_bound.quick_split(names, max_len)
+    assert proven == [n for n in names if len(n) <= max_len and mangled_bound.quick_safe(n)]
+    assert rest == [n for n in names if n not in proven]
+
+
 def test_deep_templates_long_identifiers_and_pointer_chains() -> None:
     nested = "_Z1fI" + "3BoxI" * 100_000 + "i" + "E" * 100_000 + "Evv"
     huge_ident = "_Z1000000" + "q" * 1_000_000 + "v"
@@ -606,6 +620,30 @@ def test_a_big_batch_with_hostile_names_equals_one_by_one() -> None:
     dm._reset_state()
     assert batch == [demangle(n) for n in names]
     assert batch[100] == names[100] and batch[101] == _long_text(60)
+
+
+# libiberty (so both __cxa_demangle and c++filt) refuses a lambda's template parameter
+# referenced from inside another lambda; the `demangle` fallback reads it.
+ONLY_FALLBACK_READS = (
+    "_ZN4moon8internal4spinIZNS_3runIZ4ballIiEvPKT_PKlPS4_llEUlllE_EEvlllRS5_EUlllE_EEvlllSB_"
+)
+
+
+def test_a_big_batch_keeps_every_tier_busy_and_equals_one_by_one() -> None:
+    # ~9 MB of names: the worker is handed more than 16 KB at a time, and the names only
+    # the fallback reads (and names nobody reads, as a vector-ABI `_ZGV` one) come back
+    # from the worker in the middle of the batch, read while it works on.
+    pad = "160" + "x" * 160
+    names = [f"_ZN4moon{pad}5stoneILi{i}EE4rollENS_4dustIJPKcmEEE" for i in range(40_000)]
+    names[500::2_000] = [ONLY_FALLBACK_READS.replace("4ball", f"4b{i:03}") for i in range(20)]
+    names[900::4_000] = ["_ZGVdN8vv_moon_tidef"] * 10
+    batch = dm.demangle_many(names)
+    assert demangle_worker.WORKER.starts <= 1 and demangle_worker.WORKER.strikes == 0
+    sample = list(range(0, len(names), 997)) + list(range(500, len(names), 2_000))
+    sample += list(range(900, len(names), 4_000))
+    dm._reset_state()
+    assert [batch[i] for i in sample] == [demangle(names[i]) for i in sample]
+    assert batch[500] != names[500] and batch[900] == names[900]
 
 
 def test_a_batch_survives_a_worker_that_cannot_start(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -47,6 +47,9 @@ class BoundedLRU:
                 k, v = self._data.popitem(last=False)
                 self._chars -= len(k) + len(v)
 
+    def __len__(self) -> int:
+        return len(self._data)
+
     def get_many(self, keys: Iterable[str]) -> dict[str, str]:
         """The cached entries among ``keys`` (marked recently used), under one lock.
 
@@ -67,6 +70,10 @@ class BoundedLRU:
         """
         if not items:
             return
+        if len(items) > self._max_entries:
+            # Only the last max_entries could stay: storing the rest only to evict it cost a
+            # 472k-name batch ~1 s (of dict churn) for nothing.
+            items = {k: items[k] for k in list(items)[-self._max_entries :]}
         limit = self._max_chars
         if (max(map(len, items)) + max(map(len, items.values()))) * 8 > limit:
             items = {k: v for k, v in items.items() if (len(k) + len(v)) * 8 <= limit}

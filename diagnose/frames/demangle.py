@@ -32,7 +32,9 @@ arguments from a name cut mid-way, which no demangler does.  Heavy imports (``ct
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from bisect import bisect_left
+from itertools import accumulate
+from typing import TYPE_CHECKING, Any, cast
 
 from diagnose.frames.bounded_lru import BoundedLRU
 from diagnose.frames.cxa import CXA_MAX_LEN, cxa_demangle, cxa_demangle_each
@@ -42,7 +44,7 @@ from diagnose.frames.mangled_bound import (
     INPROC_BUDGET_BITS,
     inprocess_safe,
     output_bound_bits,
-    quick_safe,
+    quick_split,
 )
 from diagnose.frames.mangled_prefix import read_mangled_prefix
 from diagnose.frames.mangled_shape import (
@@ -156,10 +158,19 @@ def _demangle_itanium(core: str) -> str | None:
 def _demangle_many(symbols: list[str]) -> list[str]:
     """The batch path: one cache look-up, then every distinct uncached name read once."""
     wanted = [s for s in symbols if isinstance(s, str) and 3 <= len(s) <= MAX_NAME and "Z" in s[:6]]
-    done = _CACHE.get_many(wanted)  # worth_reading, inlined: this sees every name
-    todo = [s for s in dict.fromkeys(wanted) if s not in done]
+    # worth_reading, inlined: this sees every name.  An empty cache (a first batch) has
+    # nothing to look up.
+    done = _CACHE.get_many(wanted) if len(_CACHE) else {}
+    distinct = dict.fromkeys(wanted)
+    todo = [s for s in distinct if s not in done] if done else list(distinct)
     if todo:
-        done.update(_read_symbols(todo))
+        new = _read_symbols(todo)
+        if done:
+            done.update(new)
+        else:
+            done = new
+    if len(wanted) == len(symbols):  # every item a string: one C-level pass
+        return list(map(done.get, symbols, symbols))
     return [done.get(s, s) if isinstance(s, str) else s for s in symbols]
 
 
@@ -186,7 +197,15 @@ def _read_symbols(todo: list[str]) -> dict[str, str]:
                 plain.append(symbol)
     cores = list(dict.fromkeys([*plain, *(job[2] for job in jobs)])) if jobs else plain
     texts = _read_cores(cores)
-    new.update({s: s if (t := texts[s]) is None or len(t) > MAX_OUTPUT else t for s in plain})
+    values = texts.values()
+    if plain is todo and max(map(len, filter(None, values)), default=0) <= MAX_OUTPUT:
+        # The usual batch: every name its own core, none too long; no copy of a big dict.
+        unread = [core for core, text in texts.items() if text is None] if None in values else []
+        for core in unread:
+            texts[core] = core  # unreadable: given back as written
+        new = cast("dict[str, str]", texts)
+    else:
+        new.update({s: s if (t := texts[s]) is None or len(t) > MAX_OUTPUT else t for s in plain})
     for symbol, dot, core in jobs:
         new[symbol] = _finish(symbol, dot, texts[core])
     for symbol, dot, core in blocks:
@@ -200,12 +219,15 @@ _Job = tuple[str, str, str]  # (symbol as given, leading dot, core to demangle)
 _BATCH_WORKER_MIN = 256
 # This process reads this many names between looks at the worker's pipes (~110 us of work).
 _BLOCK = 32
-# The worker is handed _CHUNK more bytes of names whenever less than _LOW of what it was
-# given is unanswered.  c++filt reads ~60 bytes a microsecond, so _LOW is ~0.3 ms of its
-# work: more than this process's _BLOCK takes, so it does not run dry between two looks,
-# and at the end this process waits for it about that long.
-_LOW = 16_384
+# The worker is handed _CHUNK more bytes of names whenever less than that is unanswered.
+# c++filt reads ~60 bytes a microsecond, so 16 KB is ~0.3 ms of its work: more than this
+# process's _BLOCK takes, so it does not run dry between two looks, and at the end this
+# process waits for it about that long.  A big batch hands over 1/_CHUNK_SHARE of its
+# bytes at a time, up to _MAX_CHUNK (~4 ms): a 472k-name batch spent ~0.4 s of this
+# process handing the worker 16 KB at a time; waiting up to ~4 ms at its end is nothing.
 _CHUNK = 16_384
+_MAX_CHUNK = 262_144
+_CHUNK_SHARE = 256
 # Bytes the worker is handed before this process imports the `demangle` package (~15 ms;
 # the pipe holds ~10 ms of answers) or ctypes (~3 ms), once per process.
 _IMPORT_CHUNK = 1 << 20
@@ -227,11 +249,13 @@ def _read_cores(cores: list[str]) -> dict[str, str | None]:
     else:
         batch.run(None)
     texts = batch.texts
+    if len(texts) == len(cores):  # every core settled (texts holds no other keys)
+        return texts
     missing = [core for core in cores if core not in texts]
-    if missing and not use_worker:  # a few names refused here: one exchange with the worker
+    if not use_worker:  # a few names refused here: one exchange with the worker
         answers = _WORKER.demangle_batch(missing)
         texts.update((c, t) for c, t in zip(missing, answers, strict=True) if t is not None)
-    for core in cores:
+    for core in missing:
         if core not in texts:
             texts[core] = _read_unread(core, batch.tried)
     return texts
@@ -240,20 +264,20 @@ def _read_cores(cores: list[str]) -> dict[str, str | None]:
 class _Batch:
     """One batch's cores: which side reads which, and what has been read so far.
 
-    With GNU c++filt as the worker it takes names from the front of the batch, ~0.3 ms
-    of its work at a time whenever it runs low, while this process reads names from the
-    back until the two meet: both cores stay busy and both sides finish together, whatever
-    else the machine runs.  Here a name costs ~3.4 us when the quick bound proves it
-    small (:func:`diagnose.frames.mangled_bound.quick_safe`).  The names it meets and
-    will not read wait in ``deferred``, first in line for the worker: names over 1,024
-    characters (``__cxa_demangle`` refuses them, gcc PR 87675) and names the quick bound
-    cannot prove (the exact bound costs ~15 us and proves fewer than half of them;
-    c++filt reads one in ~7 us).  A name ``__cxa_demangle`` refused goes to the worker at
-    once: if the worker cannot read it either, the slow fallback is needed, and with
-    only ~0.3 ms of work queued ahead of it the answer comes back early enough for the
-    fallback to overlap with the worker's remaining work.  The Python worker is slower
-    than this process on every name, so then this process reads every name it can, with
-    the exact bound too, and the worker gets only the rest, at once.
+    With GNU c++filt as the worker it takes names from the front of the batch, ~0.3 ms of
+    its work at a time whenever it runs low (up to ~4 ms in a big batch), while this process
+    reads names from the back until the two meet: both cores stay busy and both sides finish
+    together, whatever else the machine runs.  Here a name costs ~3.4 us when the quick
+    bound proves it small (:func:`diagnose.frames.mangled_bound.quick_safe`).  The names it
+    meets and will not read wait in ``deferred``, first in line for the worker: names over
+    1,024 characters (``__cxa_demangle`` refuses them, gcc PR 87675) and names the quick
+    bound cannot prove (the exact bound costs ~15 us and proves fewer than half of them;
+    c++filt reads one in ~7 us). A name ``__cxa_demangle`` refused goes to the worker at
+    once: if the worker cannot read it either, the slow fallback is needed, and with only
+    ~0.3 ms of work queued ahead of it the answer comes back early enough for the fallback
+    to overlap with the worker's remaining work.  The Python worker is slower than this
+    process on every name, so then this process reads every name it can, with the exact
+    bound too, and the worker gets only the rest, at once.
 
     Every core is a word of ``WORD_BYTES`` (``bare`` checked the batch, or ``prepare``
     matched each one), so what the worker is handed is not checked again.
@@ -266,7 +290,10 @@ class _Batch:
         self.asked: list[str] = []  # cores in the order the worker answers them
         self.tried: set[str] = set()  # refused by __cxa_demangle here: no second try here
         self.deferred: list[str] = []  # passed over here, waiting for the worker
+        self.rescued: dict[str, str | None] = {}  # read after the worker gave them back
         self.share = False
+        self.ends: list[int] = []  # ends[i]: bytes of order[:i], newlines included
+        self.chunk = _CHUNK
 
     def run(self, session: Session | None) -> None:
         """Read the batch (``meanwhile`` of :meth:`Worker.demangle_batch`)."""
@@ -275,6 +302,9 @@ class _Batch:
             self._here(0, self.hi, exact=True)  # what is left over is the caller's
             return
         self.share = _WORKER.native
+        lengths = list(map(len, self.order))
+        self.ends = list(map(int.__add__, accumulate(lengths, initial=0), range(self.hi + 1)))
+        self.chunk = min(max(_CHUNK, self.ends[-1] // _CHUNK_SHARE), _MAX_CHUNK)
         if self.share and not cxa_loaded():
             # Binding __cxa_demangle imports ctypes first (~3 ms, once per process).
             self._give(session, _LOAD_CHUNK)
@@ -284,8 +314,8 @@ class _Batch:
                 self._unread(session)
             if self.share and not _WORKER.usable:
                 self.share = False  # out of strikes: read here what can be read here
-            if self.share and session.backlog < _LOW:
-                self._give(session, _CHUNK)
+            if self.share and session.backlog < self.chunk:
+                self._give(session, self.chunk)
             stop = max(self.lo, self.hi - _BLOCK)
             refused = self._here(stop, self.hi, exact=not self.share)
             self.hi = stop
@@ -298,9 +328,11 @@ class _Batch:
     def collect(self, results: list[str | None]) -> None:
         """Take the worker's answers (in the order asked)."""
         texts = self.texts
-        for core, text in zip(self.asked, results, strict=True):
-            if text is not None:
-                texts[core] = text
+        texts.update(zip(self.asked, results, strict=True))
+        if None in results:  # unanswered: not settled, unless read since (`rescued`)
+            for core in [c for c, t in zip(self.asked, results, strict=True) if t is None]:
+                texts.pop(core, None)
+            texts.update(self.rescued)
 
     def _here(self, start: int, stop: int, exact: bool) -> list[str]:
         """Read ``order[start:stop]`` here; return the cores ``__cxa_demangle`` refused.
@@ -308,22 +340,23 @@ class _Batch:
         The long ones and the ones not proven small (by the quick bound, or also by the
         exact one when ``exact``) are left in ``deferred``.
         """
-        proven: list[str] = []
-        deferred = self.deferred
-        for core in self.order[start:stop]:
-            if len(core) <= CXA_MAX_LEN and (
-                quick_safe(core) or (exact and output_bound_bits(core) <= INPROC_BUDGET_BITS)
-            ):
-                proven.append(core)
-            else:
-                deferred.append(core)
-        refused: list[str] = []
+        proven, rest = quick_split(self.order[start:stop], CXA_MAX_LEN)
+        if exact:
+            for core in rest:
+                if len(core) <= CXA_MAX_LEN and output_bound_bits(core) <= INPROC_BUDGET_BITS:
+                    proven.append(core)
+                else:
+                    self.deferred.append(core)
+        else:
+            self.deferred += rest
+        results = cxa_demangle_each(proven)
         texts = self.texts
-        for core, text in zip(proven, cxa_demangle_each(proven), strict=True):
-            if text is None:
-                refused.append(core)
-            else:
-                texts[core] = text
+        texts.update(zip(proven, results, strict=True))
+        if None not in results:
+            return []
+        refused = [core for core, text in zip(proven, results, strict=True) if text is None]
+        for core in refused:
+            del texts[core]
         self.tried.update(refused)
         return refused
 
@@ -344,11 +377,12 @@ class _Batch:
             taken += 1
         words = deferred[:taken]
         del deferred[:taken]
-        stop, hi = self.lo, self.hi
-        while stop < hi and size > 0:
-            size -= len(order[stop]) + 1
-            stop += 1
-        words += order[self.lo : stop]
+        lo, hi = self.lo, self.hi
+        stop = lo
+        if size > 0 and lo < hi:  # the fewest names from lo that make up `size` bytes
+            ends = self.ends
+            stop = min(bisect_left(ends, ends[lo] + size, lo + 1, hi + 1), hi)
+        words += order[lo:stop]
         self.lo = stop
         self._ask(session, words)
 
@@ -356,21 +390,25 @@ class _Batch:
         """Names the worker could not read: read them another way while it works on.
 
         The fallback is slow (~0.5 ms a name; ~15 ms to import, once per process), so
-        the worker first gets about that much more work, to stay busy meanwhile.  Its
-        1 MiB output pipe holds ~10 ms of answers, so the import is done in steps with a
-        look at the pipes between them.  (A thread reading the pipe during the import
-        measured no faster and cost CPU.)
+        the worker is fed and its answers read between two names, and before the import
+        it gets ~1 MiB more work.  Its 1 MiB output pipe holds ~10 ms of answers, so the
+        import is done in steps with a look at the pipes between them.  (A thread reading
+        the pipe during the import measured no faster and cost CPU.)
         """
         indices = session.unread[:]
         del session.unread[:]
-        if self.share:
-            more = _IMPORT_CHUNK if _fallback_style is None else 0
-            self._give(session, more + _CHUNK * len(indices))
+        if self.share and _fallback_style is None:
+            self._give(session, _IMPORT_CHUNK)
         if _fallback_style is None:
             _load_fallback(session.poll)
         for i in indices:
             core = self.asked[i]
-            self.texts[core] = _read_unread(core, self.tried)
+            self.texts[core] = self.rescued[core] = _read_unread(core, self.tried)
+            # Between two names (~0.5 ms each) keep the worker fed and its answers read:
+            # left alone for a few hundred of them it stopped on a full pipe.
+            session.poll()
+            if self.share and session.backlog < self.chunk:
+                self._give(session, self.chunk)
 
 
 def _read_unread(core: str, tried: set[str] | frozenset[str] = frozenset()) -> str | None:

@@ -85,7 +85,9 @@ class Exchange:
 
     def _write(self) -> None:
         try:  # stdin is non-blocking: write what fits, never wait for the worker
-            self.sent += os.write(self.fd_in, self.request[self.sent : self.sent + PIPE_SIZE])
+            # A memoryview, not a slice: slicing copied up to a pipeful (1 MiB) per write.
+            with memoryview(self.request) as view:
+                self.sent += os.write(self.fd_in, view[self.sent : self.sent + PIPE_SIZE])
         except BlockingIOError:
             pass
         except OSError:  # broken pipe: the worker is gone

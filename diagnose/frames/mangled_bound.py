@@ -9,6 +9,10 @@ sandboxed worker.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 # In-process tier: at most this many characters and a proven output bound of 2**24 chars
 # (16 MiB, about 0.15 s of __cxa_demangle in the worst case; real names print < 13k).
@@ -47,6 +51,28 @@ def quick_safe(core: str) -> bool:
         return False
     k = core.count("S") + core.count("T")
     return k <= INPROC_BUDGET_BITS and (LITERAL_FACTOR * n) << k <= 1 << INPROC_BUDGET_BITS
+
+
+def quick_split(cores: Iterable[str], max_len: int = INPROC_MAX_LEN) -> tuple[list[str], list[str]]:
+    """``cores`` split into those :func:`quick_safe` proves (and no longer than ``max_len``)
+    and the rest, order kept.
+
+    The batch path's form of the same test: one loop, no call per name (~0.3 us a name
+    less, which a 472k-name batch notices).
+    """
+    proven: list[str] = []
+    rest: list[str] = []
+    limit = min(max_len, INPROC_MAX_LEN)
+    budget = 1 << INPROC_BUDGET_BITS
+    for core in cores:
+        n = len(core)
+        if n <= limit and "Dp" not in core:
+            k = core.count("S") + core.count("T")
+            if k <= INPROC_BUDGET_BITS and (LITERAL_FACTOR * n) << k <= budget:
+                proven.append(core)
+                continue
+        rest.append(core)
+    return proven, rest
 
 
 def output_bound_bits(core: str) -> float:
