@@ -63,15 +63,30 @@ sum over both processes, ours and the worker.
 How a cold batch is read.  This process and one sandboxed GNU c++filt worker (`c++filt -i
 -r -s gnu-v3` under `ulimit -v/-t`) read the batch from its two ends until they meet.
 The worker is handed ~16 KB of names whenever less than ~16 KB of what it has is
-unanswered (~0.3 ms of its work).  This process reads names from the back when the quick
-bound (every `S` and `T` counted as one bit of output growth) proves them small, ~3.4 us a
-name with the ctypes call, and leaves the rest first in line for the worker: names over
-1,024 characters (`__cxa_demangle` refuses them) and names the quick bound cannot prove
-(the exact bound costs ~15 us for those and proves fewer than half; c++filt reads one in
-~7 us).  A name `__cxa_demangle` refuses goes to the worker at once, so a name neither
-reads reaches the fallback (the pure-Python `demangle` package) early, while the worker
-still has work.  The worker's pipes are 1 MiB (~10 ms of its answers), so neither side
-waits for the other while busy.
+unanswered (~0.3 ms of its work; a big batch 1/256 of its bytes, up to 256 KB, ~4 ms).
+This process reads names from the back when the quick bound (every `S` and `T` counted as
+one bit of output growth) proves them small, ~3.4 us a name with the ctypes call, and
+leaves the rest first in line for the worker: names over 1,024 characters
+(`__cxa_demangle` refuses them) and names the quick bound cannot prove (the exact bound
+costs ~15 us for those and proves fewer than half; c++filt reads one in ~7 us).  A name
+`__cxa_demangle` refuses goes to the worker at once, so a name neither reads reaches the
+fallback (the pure-Python `demangle` package) early, while the worker still has work;
+between two fallback names (~0.4 ms each) the worker is fed and its answers read.  The
+worker's pipes are 1 MiB (~10 ms of its answers), so neither side waits for the other
+while busy.
+
+The big list (`--symbols-from`, e.g. the torch 2.13.0 CPU wheel: every distinct `_Z`
+name of its libraries, 474k names, 81 MB, the population the peer list was sampled
+from) measures a rate rather than start-up: c++filt takes ~2 s.  Of its names 0.3 % are
+OpenMP-outlined lambdas libiberty refuses (gcc's lambda template-parameter bug) and
+only the pure-Python fallback reads (~0.4 ms each, ~0.55 s in all, work c++filt does
+not do), and 675 are vector-ABI `_ZGV` names nobody reads.  This process's share is
+mostly handing names to the worker and taking its 153 MB of answers back (~2 us a
+name), which is why it, not the worker, sets the wall time; the fresh row also pays
+~0.3 s of first-touch page faults for ~400 MB that the second pass reuses.  Before the
+work that added this row it took 5.4 s: the cache stored every entry to keep 16k, the
+worker starved on a full pipe during the fallback, and the worker was fed 16 KB at a
+time by a Python loop.
 
 Where the time goes.  A fresh process pays once for the `demangle` package (~15 ms, in
 three steps with the worker's pipes read in between; 6 names of this list need it and it
@@ -91,7 +106,11 @@ flushes its output per line; ~20 % less c++filt CPU on a bare list, no differenc
 the worker's pipe during the fallback's import (no faster, more CPU); handing the worker
 every name this process passes over at once (its queue grew to ~300 KB, and the answer
 showing that a name needs the fallback came ~15 ms late); proving names here with the
-exact bound when the quick one fails (~15 us a name for the 816 such names here).
+exact bound when the quick one fails (~15 us a name for the 816 such names here).  For the
+big list: running the `demangle` fallback in a sandboxed process of its own (its 0.55 s off
+this process; 3.10 s against 2.86 s interleaved, five rounds: three busy processes on two
+cores), and finding the names to hand over with `accumulate` + `bisect` over everything
+passed over (a Python loop over the few names taken is cheaper).
 """
 
 
@@ -126,6 +145,9 @@ def timed(call):
 out = {"fresh": timed(lambda: dm.demangle_many(names))}
 dm._reset_state()
 out["steady"] = timed(lambda: dm.demangle_many(names))
+if len(sys.argv) > 3:  # a big list: the cold passes only
+    print(json.dumps(out))
+    sys.exit(0)
 start = time.perf_counter()
 dm.demangle_many(names)
 out["warm"] = time.perf_counter() - start
@@ -139,10 +161,10 @@ print(json.dumps(out))
 """
 
 
-def run_child(names_file: Path) -> dict[str, Any]:
+def run_child(names_file: Path, cold_only: bool = False) -> dict[str, Any]:
     """One fresh process's timings (see ``CHILD``)."""
     done = subprocess.run(
-        [sys.executable, "-c", CHILD, str(ROOT), str(names_file)],
+        [sys.executable, "-c", CHILD, str(ROOT), str(names_file), *(["cold"] if cold_only else [])],
         capture_output=True,
         text=True,
         check=True,
@@ -236,6 +258,95 @@ def cxxfilt_cli(exe: str) -> Callable[[str], str]:
     return call
 
 
+def symbols_from(paths: Sequence[Path], tmp: Path) -> list[str]:
+    """Every distinct ``_Z`` name ``nm`` and ``nm -D`` list in these binaries, sorted.
+
+    A wheel (``.whl``) is opened and its shared libraries read.  Symbol versions
+    (``@GLIBCXX_3.4``) are dropped, as the peer list's README says its names were.
+    """
+    import zipfile
+
+    binaries: list[Path] = []
+    for path in paths:
+        if path.suffix == ".whl":
+            with zipfile.ZipFile(path) as wheel:
+                for member in wheel.namelist():
+                    if ".so" in Path(member).name:
+                        binaries.append(Path(wheel.extract(member, tmp)))
+        else:
+            binaries.append(path)
+    names: set[str] = set()
+    for binary in binaries:
+        for flags in ([], ["-D"]):
+            listed = subprocess.run(
+                ["nm", "-P", *flags, str(binary)], capture_output=True, text=True, check=False
+            ).stdout
+            for line in listed.splitlines():
+                word = line.split(" ", 1)[0].split("@", 1)[0]
+                if word.startswith("_Z"):
+                    names.add(word)
+    return sorted(names)
+
+
+def big_list_rows(exe: str, paths: Sequence[Path], rep: int) -> list[str]:
+    """The cold rows again on every distinct name of real binaries (see ``--symbols-from``)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        names = symbols_from(paths, Path(tmp))
+        listed = Path(tmp) / "names.txt"
+        listed.write_text("\n".join(names))
+        data = ("\n".join(names) + "\n").encode()
+        runs: list[dict[str, Any]] = []
+        plain: list[tuple[float, float]] = []
+        lifted: list[tuple[float, float]] = []
+        for _ in range(rep):  # interleaved, as the main rows
+            plain.append(run_cxxfilt(exe, data)[1:])
+            runs.append(run_child(listed, cold_only=True))
+            lifted.append(run_cxxfilt(exe, data, ("-i", "-r", "-s", "gnu-v3"))[1:])
+        gnu = run_cxxfilt(exe, data)[0].decode().split("\n")[: len(names)]
+        ref = run_cxxfilt(exe, data, ("-i", "-r", "-s", "gnu-v3"))[0].decode()
+        ref_lines = ref.split("\n")[: len(names)]
+    dm._reset_state()
+    mine = dm.demangle_many(names)
+    demangle_worker.WORKER.close()
+    med = statistics.median
+
+    def row(label: str, which: str, theirs: list[tuple[float, float]]) -> str:
+        wall = med([r[which][0] for r in runs])
+        mine_cpu = med([r[which][1] for r in runs])
+        worker = med([r[which][2] for r in runs])
+        gwall, gcpu = med([t[0] for t in theirs]), med([t[1] for t in theirs])
+        return (
+            f"| {label} | {wall:.2f} | {gwall:.2f} | **{gwall / wall:.2f}x** | "
+            f"{mine_cpu + worker:.2f} ({mine_cpu:.2f} + {worker:.2f}) | {gcpu:.2f} | "
+            f"{gcpu / (mine_cpu + worker):.2f}x |"
+        )
+
+    count = len(names)
+    both = [(o, r) for o, r, n in zip(mine, ref_lines, names, strict=True) if o != n and r != n]
+    same = sum(o == r for o, r in both)
+    where = ", ".join(p.name for p in paths)
+    return [
+        f"Every distinct `_Z` name `nm` lists in {where}: {count:,} names, "
+        f"{sum(map(len, names)) / 1e6:.0f} MB, {sum(len(n) > 1024 for n in names)} over "
+        "1,024 characters.",
+        "",
+        "| cold, `demangle_many` | ours wall s | c++filt wall s | throughput ours / c++filt "
+        "| ours CPU s (this process + worker) | c++filt CPU s | CPU c++filt / ours |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+        row(f"**all {count:,} names, fresh process**", "fresh", plain),
+        row(f"all {count:,} names, imports done", "steady", plain),
+        row(f"all {count:,} names, fresh process, vs `c++filt -i -r -s gnu-v3`", "fresh", lifted),
+        "",
+        f"Names read: ours {sum(o != n for o, n in zip(mine, names, strict=True)):,}, "
+        f"plain c++filt {sum(g != n for g, n in zip(gnu, names, strict=True)):,}, "
+        f"`c++filt -i -r` {sum(r != n for r, n in zip(ref_lines, names, strict=True)):,}; "
+        f"where ours and `c++filt -i -r` both read a name, the same text for {same:,} of "
+        f"{len(both):,}.",
+    ]
+
+
 def main() -> int:
     """Run everything, print the table, optionally write it to a Markdown file."""
     global SHARED
@@ -243,6 +354,14 @@ def main() -> int:
     parser.add_argument("--write", type=Path, help="also write the table here")
     parser.add_argument("--repeat", type=int, default=7, help="interleaved rounds (medians)")
     parser.add_argument("--peer", type=Path, help=f"the peer suites folder (default {SHARED})")
+    parser.add_argument(
+        "--symbols-from",
+        type=Path,
+        nargs="+",
+        metavar="BINARY",
+        help="also time every distinct _Z name nm lists in these shared libraries or wheels "
+        "(a natural list of a size that measures a rate, not start-up)",
+    )
     args = parser.parse_args()
     if args.peer is not None:
         SHARED = args.peer
@@ -351,6 +470,8 @@ def main() -> int:
     )
     engine = "GNU c++filt" if demangle_worker.WORKER.native else "Python"
     table.append(f"| worker engine | {engine} | | |")
+    if args.symbols_from:
+        table += ["", *big_list_rows(exe, args.symbols_from, rep)]
     text = "\n".join(table)
     print(text)
     if args.write:
@@ -361,7 +482,7 @@ def main() -> int:
             f"{platform.system()} {platform.release()}, Python {platform.python_version()}, "
             f"{_cpu_count()} cores, load average {_load()}; two CPU-bound processes side by "
             f"side ran at {cores:.2f} of their speed alone) with "
-            f"`.venv/bin/python bench/demangle_bench.py --repeat {rep} --write {args.write}`: "
+            f"`.venv/bin/python bench/demangle_bench.py {' '.join(sys.argv[1:])}`: "
             f"medians of {rep} interleaved rounds.\n\n"
         )
         args.write.parent.mkdir(parents=True, exist_ok=True)
