@@ -589,6 +589,10 @@ def test_demangle_many_equals_demangle_one_by_one() -> None:
         (["_ZN3orb\n4spinEv"], False),
         (["_ZN3orb4spinEv", "_Z1f\u00e9"], False),
         (["_Z1f v"], False),
+        (["_ZN3orb4spinEv", "_Z"], False),
+        (["_Z", "_ZN3orb4spinEv"], False),
+        (["_ZN3orb4spinEv", "_Z", "_ZN3orb4spinEv"], False),
+        (["_Z1f" + "q" * mangled_shape.MAX_NAME], False),  # over what any tier reads
     ],
 )
 def test_bare_batches_are_exactly_the_ones_prepare_leaves_alone(
@@ -598,6 +602,22 @@ def test_bare_batches_are_exactly_the_ones_prepare_leaves_alone(
     assert mangled_shape.bare(names * 200) is expected  # more than one slice
     if expected:
         assert all(mangled_shape.prepare(n) == ("", n, False) for n in names)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.text(st.sampled_from(list("_Z1fN.$@\n éx")), max_size=12), max_size=6))
+def test_bare_is_every_name_taken_whole(names: list[str]) -> None:
+    expected = bool(names) and all(
+        mangled_shape.worth_reading(n)
+        and n.startswith("_Z")
+        and mangled_shape.prepare(n) == ("", n, False)
+        for n in names
+    )
+    assert mangled_shape.bare(names) is expected
+
+
+def test_bare_refuses_lists_with_other_items() -> None:
+    assert not mangled_shape.bare(["_ZN3orb4spinEv", 7])  # type: ignore[list-item]
 
 
 def test_demangle_many_of_many_names_uses_one_worker() -> None:

@@ -8,7 +8,6 @@ sees a plain ``_Z`` name.  Pure string work on ``re``; nothing here runs a deman
 from __future__ import annotations
 
 import re
-from itertools import repeat
 
 # Longest input any tier will look at.  The `demangle` package's own max_input is 64 KiB;
 # the longest of 743,842 real symbols measured (shared research, parsing.md) is 4,614.
@@ -66,27 +65,39 @@ def prepare(symbol: str) -> tuple[str, str, bool] | None:
 
 
 def bare(symbols: list[str]) -> bool:
-    """True when every name is a plain ``_Z`` word, which :func:`prepare` leaves as it is.
+    """True when every item is a plain ``_Z`` word of 3 to ``MAX_NAME`` characters, which
+    ``worth_reading`` takes and :func:`prepare` leaves as it is.
 
     Real batches are nearly all such names; checking the batch at once lets the batch path
-    skip ``prepare`` (1.3 us a name): ~0.4 us a name, mostly C.  The check runs on ~64 KB
-    slices: joining a whole batch (1.3 MB for 3,232 real names) into one string and one
-    bytes object cost twice as much, most of it page faults on the fresh memory.
+    skip the per-name filter and ``prepare`` (1.3 us a name).  One join a ~64 KB slice
+    touches each name once; every other test runs over the slice's bytes in C.  (Five
+    ``map`` passes over a 474k-name list cost more than the rest together: each pass
+    visits every string object again.)  Joining a whole batch at once cost twice as much,
+    most of it page faults on the fresh memory.
     """
-    if not symbols or min(map(len, symbols)) < 3:
-        return False
-    # `_Z` then a character SHAPE_RE allows second: not `.`/`$`.
-    if not all(map(str.startswith, symbols, repeat("_Z"))):
-        return False
-    if any(map(str.startswith, symbols, repeat(("_Z.", "_Z$")))):
+    if not symbols:
         return False
     for start in range(0, len(symbols), _SLICE):
         part = symbols[start : start + _SLICE]
-        joined = "\n".join(part)
+        try:
+            joined = "\n".join(part)
+        except TypeError:  # not every item is a string
+            return False
         if not joined.isascii():
             return False
+        raw = joined.encode("ascii")
+        if len(raw) > MAX_NAME and max(map(len, part)) > MAX_NAME:
+            return False
+        # Every line starts `_Z`, then a character SHAPE_RE allows second (not `.`/`$`),
+        # and none is `_Z` alone.
+        if not raw.startswith(b"_Z") or raw.count(b"\n_Z") != len(part) - 1:
+            return False
+        if raw.startswith((b"_Z.", b"_Z$", b"_Z\n")) or raw == b"_Z" or raw.endswith(b"\n_Z"):
+            return False
+        if b"\n_Z." in raw or b"\n_Z$" in raw or b"\n_Z\n" in raw:
+            return False
         # Delete every word byte: what is left must be the separators, and only them.
-        left = joined.encode("ascii").translate(_SAME, WORD_BYTES)
+        left = raw.translate(_SAME, WORD_BYTES)
         if len(left) != len(part) - 1 or left.strip(b"\n"):
             return False
     return True
