@@ -161,12 +161,11 @@ def _demangle_many(symbols: list[str]) -> list[str]:
     all_bare = bare(symbols)
     if all_bare:  # every item a name `worth_reading` takes, and its own core
         wanted = symbols
-    else:
+    else:  # worth_reading, inlined: this sees every name
         wanted = [
             s for s in symbols if isinstance(s, str) and 3 <= len(s) <= MAX_NAME and "Z" in s[:6]
         ]
-    # worth_reading, inlined: this sees every name.  An empty cache (a first batch) has
-    # nothing to look up.
+    # An empty cache (a first batch) has nothing to look up.
     done = _CACHE.get_many(wanted) if len(_CACHE) else {}
     distinct = dict.fromkeys(wanted)
     todo = [s for s in distinct if s not in done] if done else list(distinct)
@@ -287,7 +286,7 @@ class _Batch:
     meets and will not read wait in ``deferred``, first in line for the worker: names over
     1,024 characters (``__cxa_demangle`` refuses them, gcc PR 87675) and names the quick
     bound cannot prove (the exact bound costs ~15 us and proves fewer than half of them;
-    c++filt reads one in ~7 us). A name ``__cxa_demangle`` refused goes to the worker at
+    c++filt reads one in ~7 us).  A name ``__cxa_demangle`` refused goes to the worker at
     once: if the worker cannot read it either, the slow fallback is needed, and with only
     ~0.3 ms of work queued ahead of it the answer comes back early enough for the fallback
     to overlap with the worker's remaining work.  The Python worker is slower than this
