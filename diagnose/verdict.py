@@ -51,11 +51,24 @@ def first_line(finding: Finding) -> int:
     return min((e.line for e in finding.evidence), default=0)
 
 
-def decide(findings: Sequence[Finding], ready_lines: Sequence[int], kb: KnowledgeBase) -> Verdict:
-    """Pick the root finding; mark survived findings non-fatal; name the cascade."""
+def decide(
+    findings: Sequence[Finding],
+    ready_lines: Sequence[int],
+    kb: KnowledgeBase,
+    caught: Sequence[tuple[int, int]] = (),
+) -> Verdict:
+    """Pick the root finding; mark survived findings non-fatal; name the cascade.
+
+    ``caught``: the line spans of regions a serving loop says it caught (:func:`caught_spans`).
+    """
     ready_at = max(ready_lines, default=0)
     adjusted = [
-        _survived(f) if ready_at and f.fatal and last_line(f) < ready_at else f for f in findings
+        _survived(f, "the server reported ready after this")
+        if ready_at and f.fatal and last_line(f) < ready_at
+        else _survived(f, "the serving loop caught this and went on")
+        if f.fatal and _within(f, caught)
+        else f
+        for f in findings
     ]
     fatal = [f for f in adjusted if f.fatal]
     pool = fatal or adjusted
@@ -86,9 +99,39 @@ def _rank_key(f: Finding) -> tuple[float, int, int]:
     return (-round(f.confidence, 3), tier, first_line(f))
 
 
-def _survived(f: Finding) -> Finding:
-    """The same finding, marked as lived through (the server became ready after it)."""
-    return replace(f, fatal=False, notes=(*f.notes, "the server reported ready after this"))
+def _survived(f: Finding, why: str) -> Finding:
+    """The same finding, marked as lived through, saying why."""
+    return replace(f, fatal=False, notes=(*f.notes, why))
+
+
+def _within(f: Finding, spans: Sequence[tuple[int, int]]) -> bool:
+    """True when all of the finding's evidence lies inside one of ``spans``."""
+    first, last = first_line(f), last_line(f)
+    return bool(f.evidence) and any(a <= first and last <= b for a, b in spans)
+
+
+# A serving loop's catch block, which reports the exception and goes on with its next step:
+# TensorRT-LLM's executor fails the requests in flight and keeps serving ("Encountered an
+# error in forwardAsync function: ..."; NVIDIA/TensorRT-LLM#2708, #2335), as did its batch
+# manager behind the Triton backend ("Encountered error for requestId 487602187: ...",
+# NVIDIA/TensorRT-LLM#699).  Held-out round 19.
+_CAUGHT = re.compile(
+    r"Encountered an error in (?:forwardAsync|forward) function|Encountered error for requestId\b"
+)
+
+
+def caught_spans(regions: Sequence[Region]) -> list[tuple[int, int]]:
+    """The line spans of the regions a serving loop reports having caught, when nothing
+    crashed after them: a loop that caught an error and then died of the next one (its
+    thread's own traceback, NVIDIA/TensorRT-LLM#5390) did not survive it."""
+    caught = [
+        any("Encountered" in ln.text and _CAUGHT.search(ln.text) for ln in r.body)
+        for r in regions
+    ]
+    last_crash = max(
+        (i for i, r in enumerate(regions) if r.kind in CRASH_KINDS and not caught[i]), default=-1
+    )
+    return [r.lines for i, r in enumerate(regions) if caught[i] and i > last_crash]
 
 
 def _consequences(pool: Sequence[Finding], kb: KnowledgeBase) -> set[str]:
@@ -178,7 +221,10 @@ def _only_warned(region: Region) -> bool:
 
 
 def unknown_fatal(
-    regions: Sequence[Region], ready_lines: Sequence[int], lines: Sequence[LogLine] = ()
+    regions: Sequence[Region],
+    ready_lines: Sequence[int],
+    lines: Sequence[LogLine] = (),
+    caught: Sequence[tuple[int, int]] = (),
 ) -> bool | None:
     """Whether a log no rule explains died of what it shows; ``None`` without any region.
 
@@ -202,6 +248,7 @@ def unknown_fatal(
         and not _only_warned(r)
         and not (ready_at and r.lines[0] > ready_at and _one_request(r))
         and not any(r.message_line <= n <= r.lines[1] + _CARRIED_ON_SPAN for n in carried_on)
+        and r.lines not in caught
         for r in regions
     )
 

@@ -137,7 +137,7 @@ def test_an_unknown_error_the_program_says_it_carried_on_from_is_not_fatal() -> 
     from diagnose.api import diagnose_text
 
     carried_on = (
-        "[TensorRT-LLM][ERROR] Encountered an error in forward function: frobnicator stalled\n"
+        "[TensorRT-LLM][ERROR] Assertion failed: frobnicator stalled (/src/step.cpp:88)\n"
         "[TensorRT-LLM][WARNING] Step function failed, continuing.\n"
     )
     d = diagnose_text(carried_on)
@@ -229,3 +229,35 @@ def test_an_error_the_program_carried_on_from_is_not_a_fatal_unknown(log: str) -
 
     d = diagnose_text(log)
     assert d.cause == "unknown" and d.crashes and d.fatal is False
+
+
+_CAUGHT_BY_EXECUTOR = """\
+[TensorRT-LLM][INFO] Executor instance created by worker
+[TensorRT-LLM][ERROR] Encountered an error in forwardAsync function: [TensorRT-LLM][ERROR] CUDA runtime error in ::cudaMallocAsync(ptr, n, mCudaStream->get()): out of memory (/src/cpp/include/tensorrt_llm/runtime/tllmBuffers.h:125)
+1       0x7f3a11d2e4b1 void tensorrt_llm::common::check<cudaError>(cudaError, char const*, char const*, int) + 161
+2       0x7f3a11f40a2c tensorrt_llm::runtime::BufferManager::gpu(unsigned long, nvinfer1::DataType) const + 92
+3       0x7f3a12a0b6d0 tensorrt_llm::executor::Executor::Impl::forwardAsync(std::list<std::shared_ptr<tensorrt_llm::batch_manager::LlmRequest> >&) + 528
+[TensorRT-LLM][WARNING] Request 41 failed: the executor reported an error in this step
+"""
+
+
+def test_an_error_the_serving_loop_caught_was_survived() -> None:
+    from diagnose import diagnose_text
+
+    d = diagnose_text(_CAUGHT_BY_EXECUTOR)
+    assert d.cause == "cuda-oom" and d.fatal is False
+    assert d.primary is not None and "caught this and went on" in " ".join(d.primary.notes)
+
+
+def test_a_loop_that_caught_an_error_and_then_died_did_not_survive_it() -> None:
+    from diagnose import diagnose_text
+
+    died = _CAUGHT_BY_EXECUTOR + (
+        "Exception in thread Thread-3 (_executor_loop):\n"
+        "Traceback (most recent call last):\n"
+        '  File "/opt/py/tensorrt_llm/_torch/pyexecutor/py_executor.py", line 840, in _executor_loop\n'
+        "    self._update_requests(batch)\n"
+        "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    )
+    d = diagnose_text(died)
+    assert d.fatal is True
