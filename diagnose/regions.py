@@ -113,6 +113,9 @@ _TAIL = frozenset({_FRAME, _C10HDR, _HINT, _GDBNOISE, _GDBSIG})
 
 _HEX = r"0[xX][0-9a-fA-F]+"
 _PYFRAME_RE = lazy(r'File "[^"]*", line (?:\d+|\?\?\?)')
+# PyTorch's fatal-signal handler (c10), seen in vLLM, SGLang, TensorRT-LLM and Megatron
+# logs: "!!!!!!! Segfault encountered !!!!!!!", then native frames in Python's shape.
+_SIGNAL_BANNER_RE = lazy(r"!{3,} ?[A-Z][\w ]{2,30} encountered ?!{3,}")
 _HASH_FRAME_RE = lazy(r"#\d+\s+\S")
 _NUMBERED_FRAME_RE = lazy(rf"\d+\s+{_HEX}\s+\S")
 _BOOST_FRAME_RE = lazy(r"\d{1,5}# \S")  # boost::stacktrace (Triton Inference Server)
@@ -657,6 +660,8 @@ def _classify(text: str, has_literal: bool = True) -> int:
             return _PYFRAME
         if s.startswith("Fatal Python error"):
             return _FATALPY
+    if first == "!" and _SIGNAL_BANNER_RE.match(s):
+        return _FATALPY  # PyTorch's "!!!!!!! Segfault encountered !!!!!!!"
     if first in "CIF</~" and is_ipython_frame(s):
         return _PYFRAME
     if ".py:" in t and is_pytest_frame(s):

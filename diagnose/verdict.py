@@ -125,8 +125,7 @@ def caught_spans(regions: Sequence[Region]) -> list[tuple[int, int]]:
     crashed after them: a loop that caught an error and then died of the next one (its
     thread's own traceback, NVIDIA/TensorRT-LLM#5390) did not survive it."""
     caught = [
-        any("Encountered" in ln.text and _CAUGHT.search(ln.text) for ln in r.body)
-        for r in regions
+        any("Encountered" in ln.text and _CAUGHT.search(ln.text) for ln in r.body) for r in regions
     ]
     last_crash = max(
         (i for i, r in enumerate(regions) if r.kind in CRASH_KINDS and not caught[i]), default=-1

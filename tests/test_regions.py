@@ -393,6 +393,28 @@ Extension modules: numpy.core._multiarray_umath, torch._C (total: 2)"""
     assert [f.function for f in r.frames] == ["launch", "<module>"]
 
 
+def test_torch_signal_handler_banner_and_native_frames() -> None:
+    text = """\
+[engine] loading communicator
+!!!!!!! Segfault encountered !!!!!!!
+  File "./signal/../sysdeps/unix/sysv/linux/x86_64/libc_sigaction.c", line 0, in 0x00007f3a1204532f
+  File "<unknown>", line 0, in ncclCommWindowRegister
+  File "<unknown>", line 0, in acme::comm::WindowPool::registerBuffer(ncclComm*, unsigned long)
+  File "/srv/app/step.py", line 40, in step"""
+    r = _one(text)
+    assert r.kind == "faulthandler" and r.lines == (2, 6)
+    assert r.message == "!!!!!!! Segfault encountered !!!!!!!"
+    signal, nccl, pool, step = r.frames
+    assert signal.address == "0x00007f3a1204532f" and signal.function is None
+    assert (
+        signal.file is not None and signal.file.endswith("libc_sigaction.c") and signal.line is None
+    )
+    assert (nccl.function, nccl.file) == ("ncclCommWindowRegister", None)
+    assert pool.function == "acme::comm::WindowPool::registerBuffer"
+    assert pool.params == ("ncclComm*", "unsigned long")
+    assert (step.dialect, step.function, step.line) == ("python", "step", 40)
+
+
 def test_asan_report() -> None:
     text = """\
 ==4242==ERROR: AddressSanitizer: heap-buffer-overflow on address 0x602000000018 at pc 0x55aa00001000

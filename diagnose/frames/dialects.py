@@ -635,6 +635,15 @@ def _python_frame(number: int, text: str) -> Frame | None:
         return None
     file, line, func = m.groups()
     func = func.strip() if func else None
+    if func and _native_in_python_shape(file, func):
+        # PyTorch's fatal-signal handler prints native frames in Python's shape:
+        # 'File "<unknown>", line 0, in ncclCommWindowRegister' under "!!!!!!! Segfault
+        # encountered !!!!!!!" (NVIDIA/TensorRT-LLM#10255; vLLM and SGLang logs too).
+        known = file if file != "<unknown>" else None
+        at = int(line) if line.isdigit() and line != "0" else None
+        if _HEX_ONLY.match(func):
+            return _cxx_frame(number, "other", None, address=func, file=known, line=at)
+        return _cxx_frame(number, "other", func, file=known, line=at)
     return Frame(
         log_line=number,
         dialect="python",
@@ -643,6 +652,17 @@ def _python_frame(number: int, text: str) -> Frame | None:
         file=file,
         line=int(line) if line.isdigit() else None,
     )
+
+
+_HEX_ONLY = lazy(r"0x[0-9a-fA-F]+$")
+_NATIVE_FILE = (".c", ".cc", ".cpp", ".cxx", ".cu", ".h", ".hpp", ".cuh", ".s", ".S", ".so")
+
+
+def _native_in_python_shape(file: str, func: str) -> bool:
+    """A native frame printed as 'File "...", line N, in f' (no Python file, a C++ name)."""
+    if file.endswith((".py", ".pyx", ">")) and file != "<unknown>":
+        return False  # a Python file, "<string>", "<frozen ...>"
+    return file == "<unknown>" or file.endswith(_NATIVE_FILE) or "::" in func or "(" in func
 
 
 def _java_frame(number: int, text: str) -> Frame | None:

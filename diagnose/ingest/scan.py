@@ -68,6 +68,7 @@ TRIGGERS: tuple[bytes, ...] = (
     b"Fatal",
     b"FATAL",
     b"Segmentation fault",
+    b"Segfault",  # PyTorch's fatal-signal handler: "!!!!!!! Segfault encountered !!!!!!!"
     b"core dumped",
     b"Killed",
     b"out of memory",
