@@ -112,7 +112,7 @@ def _diagnose(parsed: Parsed, rule_dirs: Sequence[Path]) -> Diagnosis:
     doc = Document(parsed.lines, parsed.regions, parsed.context)
     outcome = run_rules(rules, doc, kb)
     ready = [fact.line for fact in parsed.context.ready]
-    caught = caught_spans(parsed.regions)
+    caught = caught_spans(parsed.regions, parsed.lines)
     verdict = decide(outcome.findings, ready, kb, caught)
     primary = verdict.primary
     notes = list(outcome.notes)

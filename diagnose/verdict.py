@@ -120,17 +120,27 @@ _CAUGHT = re.compile(
 )
 
 
-def caught_spans(regions: Sequence[Region]) -> list[tuple[int, int]]:
-    """The line spans of the regions a serving loop reports having caught, when nothing
-    crashed after them: a loop that caught an error and then died of the next one (its
-    thread's own traceback, NVIDIA/TensorRT-LLM#5390) did not survive it."""
-    caught = [
-        any("Encountered" in ln.text and _CAUGHT.search(ln.text) for ln in r.body) for r in regions
+def caught_spans(regions: Sequence[Region], lines: Sequence[LogLine] = ()) -> list[tuple[int, int]]:
+    """The line spans of the regions the program says it lived through.
+
+    Those a serving loop reports having caught, when nothing crashed after them (a loop
+    that caught an error and then died of the next one, its thread's own traceback,
+    NVIDIA/TensorRT-LLM#5390, did not survive it); and those right after which it says it
+    carried on (``lines``: "continuing", "Ignoring this choice.", ...; see
+    :data:`_CARRIED_ON`).
+    """
+    carried_on = _carried_on_lines(lines)
+    lived = [
+        any("Encountered" in ln.text and _CAUGHT.search(ln.text) for ln in r.body)
+        or any(r.message_line <= n <= r.lines[1] + _CARRIED_ON_SPAN for n in carried_on)
+        for r in regions
     ]
+    # A crash after it says the program did not live on after all (an illegal address
+    # caught while tuning, then the worker's traceback: flashinfer-ai/flashinfer#2800).
     last_crash = max(
-        (i for i, r in enumerate(regions) if r.kind in CRASH_KINDS and not caught[i]), default=-1
+        (i for i, r in enumerate(regions) if r.kind in CRASH_KINDS and not lived[i]), default=-1
     )
-    return [r.lines for i, r in enumerate(regions) if caught[i] and i > last_crash]
+    return [r.lines for i, r in enumerate(regions) if lived[i] and i > last_crash]
 
 
 def _consequences(pool: Sequence[Finding], kb: KnowledgeBase) -> set[str]:
@@ -271,7 +281,10 @@ _CARRIED_ON = re.compile(
     r"|\bskipping\b"
     # a fallback named as what is used now: NCCL's "NCCL INFO Using network Socket" after a
     # transport plugin failed (aws/aws-k8s-tester#454), "..., using default SDPA"
-    r"|\bUsing network Socket\b|\busing (?:the )?default\b",
+    r"|\bUsing network Socket\b|\busing (?:the )?default\b"
+    # torch.compile max-autotune: "Runtime error during autotuning: <exc>" then "Ignoring this
+    # choice." after the candidate's logged traceback (pytorch/torchtitan#1437)
+    r"|\bIgnoring this choice\b",
     re.IGNORECASE,
 )
 # Lines after a region in which such a word still speaks of it.
@@ -284,6 +297,7 @@ def _carried_on_lines(lines: Sequence[LogLine]) -> list[int]:
         ln.number
         for ln in lines
         if ("ontinu" in ln.text or "ignored" in ln.text or "alling back" in ln.text
-            or "without" in ln.text or "kipping" in ln.text or "sing " in ln.text)
+            or "without" in ln.text or "kipping" in ln.text or "sing " in ln.text
+            or "gnoring" in ln.text)
         and _CARRIED_ON.search(ln.text) is not None
     ]  # fmt: skip

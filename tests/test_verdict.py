@@ -261,3 +261,32 @@ def test_a_loop_that_caught_an_error_and_then_died_did_not_survive_it() -> None:
     )
     d = diagnose_text(died)
     assert d.fatal is True
+
+
+_AUTOTUNE_CHOICE_FAILED = """\
+[rank0]:  File "/opt/py/torch/_inductor/runtime/triton_heuristics.py", line 608, in _make_launchers
+[rank0]:    raise RuntimeError(f"No valid triton configs. {type(exc).__name__}: {exc}")
+[rank0]:RuntimeError: No valid triton configs. OutOfMemoryError: out of resource: triton_mm Required: 300000 Hardware limit:232448 Reducing block sizes or `num_stages` may help.
+[rank0]:Runtime error during autotuning:
+[rank0]:No valid triton configs. OutOfMemoryError: out of resource: triton_mm Required: 300000 Hardware limit:232448 Reducing block sizes or `num_stages` may help..
+[rank0]:Ignoring this choice.
+"""
+
+
+def test_a_candidate_autotuning_ignored_was_survived() -> None:
+    from diagnose import diagnose_text
+
+    d = diagnose_text(_AUTOTUNE_CHOICE_FAILED)
+    assert d.fatal is False and d.cause == "tactic-skipped"
+
+
+def test_words_of_carrying_on_do_not_hide_a_crash_after_them() -> None:
+    from diagnose import diagnose_text
+
+    died = _AUTOTUNE_CHOICE_FAILED + (
+        "Traceback (most recent call last):\n"
+        '  File "/srv/app/train.py", line 90, in step\n'
+        "    loss.backward()\n"
+        "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    )
+    assert diagnose_text(died).fatal is True
