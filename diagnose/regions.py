@@ -138,6 +138,7 @@ _GDBNOISE_RE = lazy(
     r"|\[Inferior \d+ \(process \d+\) (?:detached|exited)"
     r"|\[Thread 0x[0-9a-f]+ \(LWP \d+\) exited\]|Thread \d+ \(Thread |Backtrace stopped:"
 )
+_BARE_EXC_NAME_RE = lazy(r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)")
 _CHAIN_RE = lazy(r"The above exception was the direct cause|During handling of the above exception")
 # PyTorch on ROCm prints the same hints with HIP, AMD_SERIALIZE_KERNEL and TORCH_USE_HIP_DSA.
 _HINT_RE = lazy(
@@ -147,6 +148,10 @@ _HINT_RE = lazy(
     r"|Search for `cuda\w+' in https|current device: \d+, in function|err$"
     r"|\(run with NCCL_DEBUG=INFO for details\)$|Last error:$|note: run with `RUST_BACKTRACE"
     r"|stack backtrace:$"
+    # A compiler's note under its error (MLIR, gcc, clang, nvcc): "note: operand defined here
+    # (op in a child region)" between Triton's diagnostic and its "PassManager::run failed"
+    # (triton-lang/triton#10327)
+    r"|note: \S"
     # LLVM's crash preamble before its own stack dump (Triton's MLIR passes abort this way)
     r"|PLEASE submit a bug report to |Stack dump(?: without symbol names)?\b"
     r"|\d+\.\tProgram arguments:"
@@ -1218,6 +1223,13 @@ class _Stream:
             text = _strip_prefixes(self._text(message))
         elif text.endswith(":"):
             text = self._run_on(text, message + 1, end)
+        elif message + 1 < end and _BARE_EXC_NAME_RE.fullmatch(text):
+            # An exception printed without its message, the message on the next line:
+            # "triton.compiler.errors.CompilationError" then "AssertionError('Mismatched
+            # type ...')" (sgl-project/sglang#23739).
+            below = _strip_prefixes(self._text(message + 1)).strip()
+            if below:
+                text = f"{text}: {below}"
         return _Found(kind, i, end, message, text, self._cut_at_end(end))
 
     def _continues(self, j: int) -> bool:

@@ -415,6 +415,30 @@ def test_torch_signal_handler_banner_and_native_frames() -> None:
     assert (step.dialect, step.function, step.line) == ("python", "step", 40)
 
 
+def test_mlir_diagnostic_notes_and_pass_failure_are_one_region() -> None:
+    text = """\
+error: operand #0 does not dominate this use
+    acc_mask = row_mask[:, None] & (cols[None, :] < N)
+                       ^
+note: operand defined here (op in a child region)
+            mask=row_mask[:, None] & (k_idx[None, :] < K),
+                         ^
+RuntimeError: PassManager::run failed"""
+    r = _one(text)
+    assert r.lines == (1, 7)
+
+
+def test_a_bare_exception_name_takes_its_message_from_the_next_line() -> None:
+    text = """\
+triton.compiler.errors.CompilationError
+AssertionError("Mismatched type for acc between then block (fp32) and else block (fp16)")"""
+    r = _one(text)
+    assert r.message == (
+        "triton.compiler.errors.CompilationError: AssertionError(\"Mismatched type for acc"
+        ' between then block (fp32) and else block (fp16)")'
+    )
+
+
 def test_asan_report() -> None:
     text = """\
 ==4242==ERROR: AddressSanitizer: heap-buffer-overflow on address 0x602000000018 at pc 0x55aa00001000

@@ -68,8 +68,8 @@ TRIGGERS: tuple[bytes, ...] = (
     b"Fatal",
     b"FATAL",
     b"Segmentation fault",
-    b"Segfault",
-    b"compilation terminated",  # gcc's closing line after a fatal error under nvcc  # PyTorch's fatal-signal handler: "!!!!!!! Segfault encountered !!!!!!!"
+    b"Segfault",  # PyTorch's fatal-signal handler: "!!!!!!! Segfault encountered !!!!!!!"
+    b"compilation terminated",  # gcc's closing line after a fatal error under nvcc
     b"core dumped",
     b"Killed",
     b"out of memory",
