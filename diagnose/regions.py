@@ -137,6 +137,13 @@ _GDBNOISE_RE = lazy(
     rf"|{_HEX} in \S|\d+\t|\d+\s+in \S|\d+\s+\S+: No such file|\(gdb\)"
     r"|\[Inferior \d+ \(process \d+\) (?:detached|exited)"
     r"|\[Thread 0x[0-9a-f]+ \(LWP \d+\) exited\]|Thread \d+ \(Thread |Backtrace stopped:"
+    # debuginfod without network, and gdb's missing-source warning: "Download failed: Invalid
+    # argument.  Continuing without source file ./nptl/pthread_kill.c." / "warning: 44\t./nptl/
+    # pthread_kill.c: No such file or directory" (ikawrakow/ik_llama.cpp#425)
+    r"|Download failed: .{0,200}Continuing without |warning: \d+\s+\S+: No such file"
+    # where the program stopped, printed before "(gdb) bt": "__pthread_kill_implementation
+    # (no_tid=0, signo=6, threadid=<optimized out>) at ./nptl/pthread_kill.c:44"
+    r"|(?![\w:]*(?:rror|xception|RROR))[A-Za-z_][\w:]* \([^()]*\) at \S+:\d+$"
 )
 _BARE_EXC_NAME_RE = lazy(r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)")
 _CHAIN_RE = lazy(r"The above exception was the direct cause|During handling of the above exception")
@@ -698,7 +705,7 @@ def _classify(text: str, has_literal: bool = True) -> int:
         return _GDBSIG
     if _HINT_RE.match(s):
         return _HINT
-    if first in "[0U(T123456789B" and _GDBNOISE_RE.match(s):
+    if (first in "[0U(T123456789BDw" or ") at " in t) and _GDBNOISE_RE.match(s):
         return _GDBNOISE
     if has_literal and _vocab(s) is not None and not _is_prose(s):
         return _ERR

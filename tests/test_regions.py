@@ -434,9 +434,27 @@ triton.compiler.errors.CompilationError
 AssertionError("Mismatched type for acc between then block (fp32) and else block (fp16)")"""
     r = _one(text)
     assert r.message == (
-        "triton.compiler.errors.CompilationError: AssertionError(\"Mismatched type for acc"
+        'triton.compiler.errors.CompilationError: AssertionError("Mismatched type for acc'
         ' between then block (fp32) and else block (fp16)")'
     )
+
+
+def test_gdb_stop_report_and_its_noise_stay_with_the_backtrace() -> None:
+    text = """\
+Thread 1 "acme-server" received signal SIGABRT, Aborted.
+Download failed: Invalid argument.  Continuing without source file ./nptl/./nptl/pthread_kill.c.
+__pthread_kill_implementation (no_tid=0, signo=6, threadid=<optimized out>) at ./nptl/pthread_kill.c:44
+warning: 44\t./nptl/pthread_kill.c: No such file or directory
+(gdb) backtrace
+#0  __pthread_kill_implementation (no_tid=0, signo=6, threadid=<optimized out>) at ./nptl/pthread_kill.c:44
+#1  0x00007ffff7a4527e in __GI_raise (sig=sig@entry=6) at ../sysdeps/posix/raise.c:26"""
+    r = _one(text)
+    assert r.kind == "gdb-backtrace" and r.lines == (1, 7) and len(r.frames) == 2
+
+
+def test_an_error_with_a_location_is_no_gdb_stop_line() -> None:
+    r = _one("cudaErrorIllegalAddress (700) at kernels/topk.cu:88")
+    assert r.kind != "gdb-backtrace"
 
 
 def test_asan_report() -> None:
