@@ -1237,3 +1237,26 @@ def test_glog_with_an_iso_timestamp() -> None:
         "Runtime error during autotuning:"
     )
     assert (line.text, line.level) == ("Runtime error during autotuning:", "ERROR")
+
+
+def test_a_trace_with_its_newlines_written_out_is_split() -> None:
+    raw = (
+        "[ERROR] CUDA runtime error in ::cudaMallocAsync(ptr, n): out of memory "
+        "(/src/runtime/buffers.h:125)\\n1       0x7f45c6d96865 void acme::check<cudaError>"
+        "(cudaError, char const*, char const*, int) + 149\\n2       0x7f45c8ab8d23 "
+        "acme::runtime::BufferManager::gpu(unsigned long) const + 515\\n"
+    )
+    lines = normalize(raw)
+    assert [ln.text for ln in lines] == [
+        "[ERROR] CUDA runtime error in ::cudaMallocAsync(ptr, n): out of memory "
+        "(/src/runtime/buffers.h:125)",
+        "1       0x7f45c6d96865 void acme::check<cudaError>(cudaError, char const*, char const*,"
+        " int) + 149",
+        "2       0x7f45c8ab8d23 acme::runtime::BufferManager::gpu(unsigned long) const + 515",
+    ]
+    assert {ln.number for ln in lines} == {1}
+
+
+def test_a_windows_path_is_not_an_escaped_newline() -> None:
+    raw = 'File "C:\\new\\tools\\nightly\\run.py", line 3, in main: Error in C:\\nets\\x'
+    assert [ln.text for ln in normalize(raw)] == [raw]

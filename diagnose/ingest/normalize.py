@@ -1084,6 +1084,7 @@ def _may_hold_marker(text: str) -> bool:
     )
 
 
+_ESCAPED_NEWLINE = lazy(r"(?<!\\)\\n")
 _BARE_MARKER = lazy(r"what\(\):|\[TensorRT-LLM\](?:\[\w{1,16}\])?")
 _PY_CODE_AFTER_FRAME = lazy(r'(File "[^"]*", line \d+, in \S+) +(\S.*)')
 _MIN_PASTE_LEN = 60
@@ -1101,6 +1102,14 @@ def _split_pasted(text: str) -> list[str]:
         return lines or [text]
     if not _may_hold_marker(text):
         return [text]
+    if text.count("\\n") >= 2:
+        # A trace posted as one escaped string, its newlines written out as "\n" (a repr,
+        # a JSON value copied by hand): "...tllmBuffers.h:125)\n1       0x7f45c6d96865 void
+        # tensorrt_llm::common::check<cudaError>..." (NVIDIA/TensorRT-LLM#2857).
+        escaped = _ESCAPED_NEWLINE.split(text)
+        # (A blank in front: some markers must follow whitespace.)
+        if sum(_SPLIT_STRONG.match(" " + part.strip(), 1) is not None for part in escaped) >= 2:
+            return [line for part in escaped if part.strip() for line in _split_pasted(part)]
     body = text.lstrip()
     offset = len(text) - len(body)
     strong = [m.start() for m in _SPLIT_STRONG.finditer(body)]
