@@ -216,6 +216,8 @@ _TACTIC_RE = lazy(
 # regexes below never run on it.  Chosen so every pattern below contains one of them.
 _ERR_LITERALS = (
     "rror",
+    "nvshmem",
+    "NVSHMEM API",
     "RROR",
     "xception",
     "fail",
@@ -289,7 +291,12 @@ _VOCAB: tuple[tuple[str, int, LazyPattern], ...] = (
         3,
         lazy(
             r"nvshmem\S*:\d+:?.{0,80}?(?:non-zero status|error status|failed)"
-            r"|NVSHMEMX?_ERROR_\w+|\bnvshmem\w*: .{0,40}(?:error|failed)",
+            r"|NVSHMEMX?_ERROR_\w+|\bnvshmem\w*: .{0,40}(?:error|failed)"
+            # NVSHMEM's error print, "file:function:line: message", whatever the message says
+            # ("bootstrap_uid.cpp:bootstrap_net_recv:99: Message truncated : received 36
+            # bytes instead of 1", the first line of sgl-project/sglang#5376's failure)
+            r"|nvshmem\S*\.(?:cpp|cu|cc|c|h):\w+:\d+: \S"
+            r"|NVSHMEM API called before NVSHMEM initialization",
             re.IGNORECASE,
         ),
     ),

@@ -457,6 +457,16 @@ def test_an_error_with_a_location_is_no_gdb_stop_line() -> None:
     assert r.kind != "gdb-backtrace"
 
 
+def test_nvshmem_error_print_opens_a_region_whatever_its_words() -> None:
+    text = (
+        "/opt/src/nvshmem_src/src/modules/bootstrap/uid/bootstrap_uid.cpp:bootstrap_net_recv:99:"
+        " Message truncated : received 36 bytes instead of 1"
+    )
+    r = _one(text)
+    assert r.kind == "nvshmem-error"
+    assert r.message.endswith("received 36 bytes instead of 1")
+
+
 def test_asan_report() -> None:
     text = """\
 ==4242==ERROR: AddressSanitizer: heap-buffer-overflow on address 0x602000000018 at pc 0x55aa00001000
