@@ -74,3 +74,10 @@ def test_top_frames_of_a_python_traceback_are_its_innermost() -> None:
     shown = top_frames(Region("gdb-backtrace", (1, 12), "E: x", 1, frames=native))
     assert shown[0] == "f0 (x.py:1)"
     assert "f2 (x.py:3)  <- likely culprit" in shown
+
+
+def test_ggml_backtrace_reporter_is_machinery() -> None:
+    # ggml forks gdb to print its backtrace: its own frames wait for that child.
+    for name in ("__GI___wait4", "ggml_print_backtrace", "ggml_abort"):
+        assert frame_role(Frame(1, "gdb", function=name)) == "machinery"
+    assert frame_role(Frame(1, "gdb", function="ggml_cuda_op_mul_mat")) == "kernel"
