@@ -1260,3 +1260,10 @@ def test_a_trace_with_its_newlines_written_out_is_split() -> None:
 def test_a_windows_path_is_not_an_escaped_newline() -> None:
     raw = 'File "C:\\new\\tools\\nightly\\run.py", line 3, in main: Error in C:\\nets\\x'
     assert [ln.text for ln in normalize(raw)] == [raw]
+
+
+def test_two_list_items_are_not_a_cut_line_and_its_rest() -> None:
+    first = "- four tactics fail with `Error Internal`. " + "y" * 136 + "."
+    assert len(first) == 180  # exactly a common terminal width
+    lines = normalize(first + "\n- The failing tactics need more shared memory.\n")
+    assert [ln.text[:2] for ln in lines] == ["- ", "- "]

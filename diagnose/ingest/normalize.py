@@ -769,6 +769,9 @@ _TITLED_RULE = lazy(r"([=_*#~+-])\1{2,} \S.*? \1{3,}$")
 _RULE_HEADS = frozenset(c * 3 for c in "=_*#~+-")
 
 
+_BULLETS = ("- ", "* ", "+ ")
+
+
 def _continues(head: _Clean, nxt: _Clean) -> bool:
     """Whether ``nxt`` is the rest of the cut frame or hard-cut line ``head`` (conservative)."""
     text = nxt.text
@@ -780,6 +783,10 @@ def _continues(head: _Clean, nxt: _Clean) -> bool:
         return _is_hard_cut(head)  # only a prefix fit on the line: this is its message
     if head.wrap == _INFERRED and head.joined == 1 and _alike(head.text, text):
         return False  # a learned width met by a table row or progress bar: rows, not pieces
+    if text[:2] in _BULLETS and head.text[:2] == text[:2]:
+        # Two items of one Markdown list; the first only happened to be a common terminal
+        # width long (180 columns in flashinfer-ai/flashinfer#4013).
+        return False
     if head.joined > 1 and _is_hard_cut(head):
         # Piece after piece exactly the terminal's width: the wrap is certain, and the next
         # piece may start anywhere (``uctor.exc.InductorError`` looks like a new record).
