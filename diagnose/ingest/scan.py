@@ -70,6 +70,7 @@ TRIGGERS: tuple[bytes, ...] = (
     b"Segmentation fault",
     b"Segfault",  # PyTorch's fatal-signal handler: "!!!!!!! Segfault encountered !!!!!!!"
     b"compilation terminated",  # gcc's closing line after a fatal error under nvcc
+    b"only supported on",  # Triton's "f8e4m3nv is only supported on compute capability >= 90"
     b"core dumped",
     b"Killed",
     b"out of memory",
