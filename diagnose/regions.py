@@ -1220,6 +1220,8 @@ class _Stream:
                 has_term = has_term or c == _TERM
                 members.append(j)
                 j += 1
+            elif c == _OTHER and self._new_level(i, j):
+                break  # another record of its logger, at another level: not this message
             elif c in (_CODE, _HINT) or (c == _OTHER and self._bridges(j)):
                 j += 1
             elif c == _OTHER and budget > 0 and self._continues(j):
@@ -1245,6 +1247,16 @@ class _Stream:
             if below:
                 text = f"{text}: {below}"
         return _Found(kind, i, end, message, text, self._cut_at_end(end))
+
+    def _new_level(self, i: int, j: int) -> bool:
+        """Line ``j`` is a record its logger's prefix gave a level other than line ``i``'s.
+
+        A healthy server's "INFO ... [metrics.py:455] Avg prompt throughput: 11609.8
+        tokens/s" reads like a continuation ("name: number") of a WARNING above it once
+        the prefixes are gone (held-out round 6's warning, buried in a big log).
+        """
+        level = self.lines[j].level
+        return level is not None and level != self.lines[i].level
 
     def _continues(self, j: int) -> bool:
         """An unindented line that carries on the error message above it (see ``_CONTINUATION_RE``).

@@ -290,3 +290,17 @@ def test_words_of_carrying_on_do_not_hide_a_crash_after_them() -> None:
         "RuntimeError: CUDA error: an illegal memory access was encountered\n"
     )
     assert diagnose_text(died).fatal is True
+
+
+def test_a_warning_does_not_take_the_next_info_record_as_its_rest() -> None:
+    from diagnose import diagnose_text
+
+    log = (
+        "(Worker pid=91) WARNING 02-22 22:09:01 custom_all_reduce.py:136] Custom allreduce is "
+        "disabled because it's not supported on more than two PCIe-only GPUs.\n"
+        "INFO 03-14 09:21:46 [metrics.py:455] Avg prompt throughput: 11609.8 tokens/s, "
+        "Running: 101 reqs\n"
+    )
+    d = diagnose_text(log)
+    assert [c.lines for c in d.crashes] == [(1, 1)]
+    assert d.fatal is False
