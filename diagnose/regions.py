@@ -378,6 +378,9 @@ _VOCAB: tuple[tuple[str, int, LazyPattern], ...] = (
             r"out of memory|OutOfMemory|\bOOM\b|RESOURCE_EXHAUSTED|Not enough memory"
             r"|EP_HOST_ASSERT|Assertion .{0,400}?failed|Assertion failed|GGML_ASSERT"
             r"|:\s*Assertion [`']"  # glibc assert(): "file:12: f: Assertion `x' failed."
+            # DeepEP's host checks as pasted: "Assertion error  num_max_nvl_chunked_recv_tokens
+            # / num_rdma_ranks > ..." (deepseek-ai/DeepEP#518)
+            r"|^Assertion error\b"
             r"|Error Internal|out of resource|Segmentation fault|core dumped|Bus error"
             r"|Floating point exception|Illegal instruction|\bSIG(?:SEGV|ABRT|BUS|ILL|KILL|FPE)\b"
             r"|^Killed\b|\bKilled\s+\S|panicked at|No space left on device"

@@ -467,6 +467,11 @@ def test_nvshmem_error_print_opens_a_region_whatever_its_words() -> None:
     assert r.message.endswith("received 36 bytes instead of 1")
 
 
+def test_a_pasted_host_assertion_opens_a_region() -> None:
+    r = _one("Assertion error  num_recv_tokens / num_ranks > std::max(num_send_a, num_send_b)")
+    assert r.kind == "error-line"
+
+
 def test_asan_report() -> None:
     text = """\
 ==4242==ERROR: AddressSanitizer: heap-buffer-overflow on address 0x602000000018 at pc 0x55aa00001000
