@@ -1267,3 +1267,15 @@ def test_two_list_items_are_not_a_cut_line_and_its_rest() -> None:
     assert len(first) == 180  # exactly a common terminal width
     lines = normalize(first + "\n- The failing tactics need more shared memory.\n")
     assert [ln.text[:2] for ln in lines] == ["- ", "- "]
+
+
+def test_a_nested_tensorrt_llm_message_is_not_split_at_its_inner_tag() -> None:
+    raw = (
+        "[TensorRT-LLM][ERROR] Encountered error for requestId 42: Encountered an error in "
+        "forward function: [TensorRT-LLM][ERROR] Assertion failed: blocks.empty() "
+        "(/src/batch_manager/cache.cpp:160) 1 0x7fd6cf49d68d /opt/backends/libacme.so(+0x1668d) "
+        "[0x7fd6cf49d68d] 2 0x7fd6cf4a4ebf /opt/backends/libacme.so(+0x1debf) [0x7fd6cf4a4ebf]"
+    )
+    texts = [ln.text for ln in normalize(raw)]
+    assert texts[0].endswith("Assertion failed: blocks.empty() (/src/batch_manager/cache.cpp:160)")
+    assert texts[1].startswith("1 0x7fd6cf49d68d") and len(texts) == 3

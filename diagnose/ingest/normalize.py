@@ -1097,6 +1097,11 @@ _PY_CODE_AFTER_FRAME = lazy(r'(File "[^"]*", line \d+, in \S+) +(\S.*)')
 _MIN_PASTE_LEN = 60
 
 
+def _continued_at_tag(head: str) -> bool:
+    """The text before a ``[TensorRT-LLM]`` tag ends a message that the tag continues."""
+    return head.endswith(":") and not head.endswith("what():")
+
+
 def _split_pasted(text: str) -> list[str]:
     """Split a whole traceback that lost its newlines back into lines (same line number)."""
     if len(text) < _MIN_PASTE_LEN:
@@ -1123,7 +1128,14 @@ def _split_pasted(text: str) -> list[str]:
     mid_strong = [p for p in strong if p > 0]
     if not mid_strong:
         return [text]
-    weak = [m.start() for m in _SPLIT_WEAK.finditer(body)]
+    # Not at a tag that continues a message ending in ":": TensorRT-LLM nests the caught
+    # exception's own text, "Encountered an error in forward function: [TensorRT-LLM][ERROR]
+    # Assertion failed: ..." (NVIDIA/TensorRT-LLM#699).
+    weak = [
+        m.start()
+        for m in _SPLIT_WEAK.finditer(body)
+        if not (m.group().startswith("[") and _continued_at_tag(body[: m.start()].rstrip()))
+    ]
     starts_with_marker = (strong and strong[0] == 0) or (weak and weak[0] == 0)
     if len(mid_strong) + len([p for p in weak if p > 0]) < 2 and not starts_with_marker:
         return [text]
