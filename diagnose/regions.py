@@ -1107,12 +1107,20 @@ class _Stream:
             else:
                 break
         end = self._trim(i, j)
+        # Without a "Fatal Python error" line, the thread that crashed is the one faulthandler
+        # calls current, not the idle thread it happened to print first (a tqdm monitor in
+        # flashinfer-ai/flashinfer#4773).
+        message = i
+        if cls[i] != _FATALPY:
+            message = next(
+                (k for k in range(i, end) if self._text(k).lstrip().startswith("Current thread")), i
+            )
         return _Found(
             "faulthandler",
             i,
             end,
-            i,
-            _strip_prefixes(self._text(i)),
+            message,
+            _strip_prefixes(self._text(message)),
             self._cut_at_end(end) or cls[i] != _FATALPY,
         )
 

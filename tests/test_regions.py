@@ -472,6 +472,19 @@ def test_a_pasted_host_assertion_opens_a_region() -> None:
     assert r.kind == "error-line"
 
 
+def test_faulthandler_without_its_header_is_named_by_the_current_thread() -> None:
+    text = """\
+Thread 0x00007ffc398fc6c0 (most recent call first):
+  File "/usr/lib/python3.10/threading.py", line 324 in wait
+  File "/opt/py/tqdm/_monitor.py", line 69 in run
+
+Current thread 0x00007ffff7ca8740 (most recent call first):
+  File "/srv/app/gemm.py", line 126 in forward"""
+    r = _one(text)
+    assert r.kind == "faulthandler" and r.lines == (1, 6)
+    assert r.message.startswith("Current thread 0x00007ffff7ca8740")
+
+
 def test_asan_report() -> None:
     text = """\
 ==4242==ERROR: AddressSanitizer: heap-buffer-overflow on address 0x602000000018 at pc 0x55aa00001000
