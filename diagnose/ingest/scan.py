@@ -61,6 +61,7 @@ TRIGGERS: tuple[bytes, ...] = (
     b"rror",  # Error, error, RuntimeError, cudaErrorX
     b"RROR",  # ERROR, CUDA_ERROR_X, [ERROR]
     b"Traceback",
+    b"most recent call first",  # faulthandler's per-thread header, even without its "Fatal"
     b"TraceBack",
     b"xception",
     b"ssert",  # assert, Assertion, AssertionError
