@@ -6,6 +6,9 @@ Three judgements live here, each driven by data rather than special cases:
   readiness line ("ready to roll", "Application startup complete") was lived
   through: the server came up anyway.  This is the mission's mixed state, many
   failed autotuner tactics beside "ready to roll", which is ``tactic-skipped``.
+  So is one inside a region the program says it lived through (:func:`caught_spans`:
+  a serving loop's catch block, "continuing", "Ignoring this choice.") when no crash
+  follows it.
 * **Cascade.**  A cause listed in another present cause's ``cascades`` (kb data:
   an illegal memory access makes NCCL's watchdog time out) is a consequence; the
   root is the cause it follows from.
@@ -123,11 +126,11 @@ _CAUGHT = re.compile(
 def caught_spans(regions: Sequence[Region], lines: Sequence[LogLine] = ()) -> list[tuple[int, int]]:
     """The line spans of the regions the program says it lived through.
 
-    Those a serving loop reports having caught, when nothing crashed after them (a loop
-    that caught an error and then died of the next one, its thread's own traceback,
-    NVIDIA/TensorRT-LLM#5390, did not survive it); and those right after which it says it
+    Those a serving loop reports having caught, and those right after which it says it
     carried on (``lines``: "continuing", "Ignoring this choice.", ...; see
-    :data:`_CARRIED_ON`).
+    :data:`_CARRIED_ON`); in both cases only when no other crash region follows (a loop
+    that caught an error and then died of the next one, its thread's own traceback,
+    NVIDIA/TensorRT-LLM#5390, did not survive it).
     """
     carried_on = _carried_on_lines(lines)
     lived = [
