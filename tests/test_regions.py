@@ -485,6 +485,14 @@ Current thread 0x00007ffff7ca8740 (most recent call first):
     assert r.message.startswith("Current thread 0x00007ffff7ca8740")
 
 
+def test_a_pytest_banner_with_its_first_entry_glued_on_is_no_sanitizer_report() -> None:
+    text = (
+        "=========================== short test summary info ============================ "
+        "ERROR tests/test_acme.py - RuntimeError: acme needs the DSL wheel"
+    )
+    assert _one(text).kind == "error-line"
+
+
 def test_asan_report() -> None:
     text = """\
 ==4242==ERROR: AddressSanitizer: heap-buffer-overflow on address 0x602000000018 at pc 0x55aa00001000
