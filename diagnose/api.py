@@ -106,14 +106,14 @@ def _load(rule_dirs: tuple[Path, ...]) -> tuple[KnowledgeBase, RuleSet]:
 def _diagnose(parsed: Parsed, rule_dirs: Sequence[Path]) -> Diagnosis:
     """Match rules on a parsed log and turn the findings into a verdict."""
     from diagnose.rules import Document, run_rules
-    from diagnose.verdict import caught_spans, decide, last_line, unexplained_crash, unknown_fatal
+    from diagnose.verdict import decide, last_line, lived_spans, unexplained_crash, unknown_fatal
 
     kb, rules = _load(tuple(Path(d) for d in rule_dirs))
     doc = Document(parsed.lines, parsed.regions, parsed.context)
     outcome = run_rules(rules, doc, kb)
     ready = [fact.line for fact in parsed.context.ready]
-    caught = caught_spans(parsed.regions, parsed.lines)
-    verdict = decide(outcome.findings, ready, kb, caught)
+    lived = lived_spans(parsed.regions, parsed.lines)
+    verdict = decide(outcome.findings, ready, kb, lived)
     primary = verdict.primary
     notes = list(outcome.notes)
     if primary is not None and not verdict.fatal:
@@ -126,7 +126,7 @@ def _diagnose(parsed: Parsed, rule_dirs: Sequence[Path]) -> Diagnosis:
             primary = None
     cause = kb.cause(primary.cause) if primary else None
     truncated = any(r.truncated for r in parsed.regions)
-    fatal = verdict.fatal if primary else unknown_fatal(parsed.regions, ready, parsed.lines, caught)
+    fatal = verdict.fatal if primary else unknown_fatal(parsed.regions, ready, lived)
     return Diagnosis(
         source=parsed.source,
         total_lines=parsed.total_lines,

@@ -6,7 +6,7 @@ Three judgements live here, each driven by data rather than special cases:
   readiness line ("ready to roll", "Application startup complete") was lived
   through: the server came up anyway.  This is the mission's mixed state, many
   failed autotuner tactics beside "ready to roll", which is ``tactic-skipped``.
-  So is one inside a region the program says it lived through (:func:`caught_spans`:
+  So is one inside a region the program says it lived through (:func:`lived_spans`:
   a serving loop's catch block, "continuing", "Ignoring this choice.") when no crash
   follows it.
 * **Cascade.**  A cause listed in another present cause's ``cascades`` (kb data:
@@ -58,18 +58,18 @@ def decide(
     findings: Sequence[Finding],
     ready_lines: Sequence[int],
     kb: KnowledgeBase,
-    caught: Sequence[tuple[int, int]] = (),
+    lived: Sequence[tuple[int, int]] = (),
 ) -> Verdict:
     """Pick the root finding; mark survived findings non-fatal; name the cascade.
 
-    ``caught``: the line spans of regions a serving loop says it caught (:func:`caught_spans`).
+    ``lived``: the line spans of regions the program says it lived through (:func:`lived_spans`).
     """
     ready_at = max(ready_lines, default=0)
     adjusted = [
         _survived(f, "the server reported ready after this")
         if ready_at and f.fatal and last_line(f) < ready_at
-        else _survived(f, "the serving loop caught this and went on")
-        if f.fatal and _within(f, caught)
+        else _survived(f, "the program says it went on after this")
+        if f.fatal and _within(f, lived)
         else f
         for f in findings
     ]
@@ -123,7 +123,7 @@ _CAUGHT = re.compile(
 )
 
 
-def caught_spans(regions: Sequence[Region], lines: Sequence[LogLine] = ()) -> list[tuple[int, int]]:
+def lived_spans(regions: Sequence[Region], lines: Sequence[LogLine] = ()) -> list[tuple[int, int]]:
     """The line spans of the regions the program says it lived through.
 
     Those a serving loop reports having caught, and those right after which it says it
@@ -235,32 +235,29 @@ def _only_warned(region: Region) -> bool:
 def unknown_fatal(
     regions: Sequence[Region],
     ready_lines: Sequence[int],
-    lines: Sequence[LogLine] = (),
-    caught: Sequence[tuple[int, int]] = (),
+    lived: Sequence[tuple[int, int]] = (),
 ) -> bool | None:
     """Whether a log no rule explains died of what it shows; ``None`` without any region.
 
     A region counts when it could have ended the process and nothing says the process
     lived on: it does not end before the last readiness line, it is not a single line its
     logger called a warning (vLLM's "Custom allreduce is disabled" is logged as a WARNING;
-    sglang-style prefixes name no level and count), and the program does not say right
-    after it that it carried on (``lines``: TensorRT-LLM's "Step function failed,
+    sglang-style prefixes name no level and count), and the program does not say it lived
+    through it (``lived``, from :func:`lived_spans`: TensorRT-LLM's "Step function failed,
     continuing.", trtexec's "... has been ignored"; held-out round 10; NVSHMEM's
-    "Skipping...", round 11).  An error line at
-    ERROR level, any traceback or backtrace, and any CUDA/NCCL error line all count.
+    "Skipping...", round 11).  An error line at ERROR level, any traceback or backtrace,
+    and any CUDA/NCCL error line all count.
     """
     if not regions:
         return None
     ready_at = max(ready_lines, default=0)
-    carried_on = _carried_on_lines(lines)
     # Like a survived finding, a region is lived through only when it ends strictly before
     # the readiness line: a one-line paste holds both on one line and says nothing of order.
     return any(
         r.lines[1] >= ready_at
         and not _only_warned(r)
         and not (ready_at and r.lines[0] > ready_at and _one_request(r))
-        and not any(r.message_line <= n <= r.lines[1] + _CARRIED_ON_SPAN for n in carried_on)
-        and r.lines not in caught
+        and r.lines not in lived
         for r in regions
     )
 

@@ -246,7 +246,7 @@ def test_an_error_the_serving_loop_caught_was_survived() -> None:
 
     d = diagnose_text(_CAUGHT_BY_EXECUTOR)
     assert d.cause == "cuda-oom" and d.fatal is False
-    assert d.primary is not None and "caught this and went on" in " ".join(d.primary.notes)
+    assert d.primary is not None and "went on after this" in " ".join(d.primary.notes)
 
 
 def test_a_loop_that_caught_an_error_and_then_died_did_not_survive_it() -> None:
