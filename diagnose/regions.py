@@ -145,7 +145,6 @@ _GDBNOISE_RE = lazy(
     # (no_tid=0, signo=6, threadid=<optimized out>) at ./nptl/pthread_kill.c:44"
     r"|(?![\w:]*(?:rror|xception|RROR))[A-Za-z_][\w:]* \([^()]*\) at \S+:\d+$"
 )
-_BARE_EXC_NAME_RE = lazy(r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)")
 _CHAIN_RE = lazy(r"The above exception was the direct cause|During handling of the above exception")
 # PyTorch on ROCm prints the same hints with HIP, AMD_SERIALIZE_KERNEL and TORCH_USE_HIP_DSA.
 _HINT_RE = lazy(
@@ -1252,7 +1251,7 @@ class _Stream:
             text = _strip_prefixes(self._text(message))
         elif text.endswith(":"):
             text = self._run_on(text, message + 1, end)
-        elif message + 1 < end and _BARE_EXC_NAME_RE.fullmatch(text):
+        elif message + 1 < end and _EXC_RE.fullmatch(text):
             # An exception printed without its message, the message on the next line:
             # "triton.compiler.errors.CompilationError" then "AssertionError('Mismatched
             # type ...')" (sgl-project/sglang#23739).
