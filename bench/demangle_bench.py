@@ -111,6 +111,23 @@ big list: running the `demangle` fallback in a sandboxed process of its own (its
 this process; 3.10 s against 2.86 s interleaved, five rounds: three busy processes on two
 cores), and finding the names to hand over with `accumulate` + `bisect` over everything
 passed over (a Python loop over the few names taken is cheaper).
+
+Several workers, and the floor on two cores (measured on 2026-12-03, then dropped).  A
+pool of c++filt workers, one per CPU, taking chunks from the front of the batch while
+this process reads from the back, measured within noise of one worker here, interleaved:
+the peer list 39.6 against 41.8 ms, the big list 2.92 against 2.81 s; with this process
+only feeding them, collecting and running the fallback, 3.10 against 2.94 s.  Two threads
+calling `__cxa_demangle` (ctypes lets go of the GIL for the call) took 6.0 us a name
+against one thread's 3.4 us: the GIL changes hands twice a name.  Two bare c++filt
+processes on the halves of the big list take 0.96 s against one's 1.65 s, so the work
+itself divides; what does not is this process's share.  The answers have to become 474k
+Python strings here (decoding and splitting 153 MB ~0.25 s, the result dict ~0.2 s, the
+de-duplicating dict ~0.15 s, ~0.35 s of first-touch page faults), and the 1,390 names only
+the fallback reads cost ~0.55 s here however the rest is read.  With c++filt's own ~1.8 s
+of work that is more than 3 s of CPU on two cores against c++filt's 1.8 s of wall: parity
+is the ceiling on this machine, and the measured 0.8-1.1x sits at it.  More free cores
+would let the fallback run in a process of its own beside more workers; this VM cannot
+show that.
 """
 
 
