@@ -191,6 +191,31 @@ def test_a_lone_nccl_warn_record_is_a_warning() -> None:
     assert d.crashes[0].message == "NCCL WARN Failed to open libibverbs.so[.1]"
 
 
+@pytest.mark.parametrize(
+    ("record", "fatal"),
+    [
+        (
+            'level=WARN source=sched.go:640 msg="gpu memory did not recover before the timeout"',
+            False,
+        ),
+        (
+            'time=2031-05-01T10:00:00.000Z level=INFO source=server.go:120 msg="runner load'
+            ' failed, retrying"',
+            False,
+        ),
+        (
+            'time=2031-05-01T10:00:00.000Z level=ERROR source=server.go:120 msg="runner failed"',
+            True,
+        ),
+    ],
+)
+def test_a_lone_logfmt_record_is_judged_by_its_level(record: str, fatal: bool) -> None:
+    from diagnose.api import diagnose_text
+
+    d = diagnose_text("status of the service shows:\n" + record + "\n")
+    assert d.cause == "unknown" and d.crashes and d.fatal is fatal
+
+
 def test_one_requests_failure_after_readiness_is_not_fatal() -> None:
     from diagnose.api import diagnose_text
 
