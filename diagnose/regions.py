@@ -307,8 +307,10 @@ _VOCAB: tuple[tuple[str, int, LazyPattern], ...] = (
             r"|out of resource: shared memory|OutOfResources|PassManager::run failed"
             r"|PTXAS error|ptxas (?:error|fatal)\b"
             # ptxas naming the JIT's temp file: "ptxas /tmp/tmpab12.ptx, line 661; error : ..."
-            # (vllm-project/vllm#15511); the line carries no other error word.
-            r"|ptxas \S+\.ptx, line \d+; error"
+            # (vllm-project/vllm#15511); the line carries no other error word.  Older Triton
+            # named it without an extension ("ptxas /tmp/compile-ptx-src-38292b, line 100;
+            # error : Feature '.bf16' requires .target sm_80 or higher", unslothai/unsloth#501).
+            r"|ptxas \S+, line \d+; error"
         ),
     ),
     (

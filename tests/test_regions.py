@@ -323,6 +323,12 @@ INFO retrying"""
             "combined with modifier '.cs'",
             "triton-error",
         ),
+        # ... and older Triton's temp file without an extension (unslothai/unsloth#501).
+        (
+            "ptxas /tmp/compile-ptx-src-0c0ffee, line 12; error   : Feature '.bf16' requires "
+            ".target sm_80 or higher",
+            "triton-error",
+        ),
         # nccl-tests' own failure line (NVIDIA/nccl-tests#322).
         (
             "node-7: Test NCCL failure common.cu:1088 'unhandled system error (run with "
