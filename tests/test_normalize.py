@@ -1155,6 +1155,19 @@ def test_a_level_word_starts_a_new_record_after_a_long_line() -> None:
     ]
 
 
+def test_a_logfmt_record_starts_a_new_record_after_a_line_at_a_terminal_width() -> None:
+    head = (
+        'time=2031-05-01T10:00:04.512Z level=INFO source=sched.go:470 msg="Load failed" model='
+        + ("/m/blobs/sha256-" + "0f" * 60)
+    )
+    head += "x" * (250 - len(head))  # exactly a common terminal width
+    assert len(head) == 250
+    tail = 'time=2031-05-01T10:00:04.513Z level=ERROR source=server.go:265 msg="runner died"'
+    assert texts(head + "\n" + tail + "\n") == [head, tail]
+    bare = 'level=ERROR source=server.go:265 msg="runner died"'
+    assert texts(head + "\n" + bare + "\n") == [head, bare]
+
+
 def test_two_copies_of_a_line_that_differ_in_width_only_before_cleaning() -> None:
     # Found by the property test: one copy carried a closing fence, so the two had one text
     # but two widths; the width window's evidence count went negative.

@@ -716,6 +716,9 @@ _NEW_RECORD = lazy(
     r"|\S+:\d+:\d*:? ?(?:error|warning|note):"
     # uvicorn's "ERROR:    Exception in ASGI application", "INFO:     127.0.0.1:5 - ..."
     r"|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):\s"
+    # logfmt records (Go's slog, so Ollama): "time=2025-11-26T08:00:04.513Z level=ERROR ...";
+    # the record above ending at a terminal width had swallowed it (ollama/ollama#13250)
+    r"|time=\d{4}-\d\d-\d\d[T ]|level=[A-Za-z]+ "
     # Triton's PTXASError: "triton.runtime.errors.PTXASError: PTXAS error: Internal Triton
     # PTX codegen error" is exactly 80 columns, and its next line is this heading.
     r"|`ptxas` stderr:)"
