@@ -278,6 +278,7 @@ _ERR_LITERALS = (
     "Signal (",
     "than is available",
     "gated repo",
+    "died unexpectedly",
 )
 
 # (kind, weight, pattern): the first pattern of the highest weight decides a line's kind.
@@ -406,6 +407,10 @@ _VOCAB: tuple[tuple[str, int, LazyPattern], ...] = (
             r"\b(?:arch|architecture|sm_?\d+|GPU|device)"
             r"|\b[A-Z]\w* Error!|\bis too (?:small|SMALL|large|LARGE)\b"
             r"|\bis (?:larger|greater) than the (?:profiled|maximum|derived)\b"
+            # vLLM's executor: "Worker proc VllmWorker-1 died unexpectedly, shutting down
+            # executor." carries no error word once its ERROR prefix is stripped
+            # (vllm-project/vllm#23582); Ray words an actor's death the same way.
+            r"|\bdied unexpectedly\b"
         ),
     ),
     ("error-line", 1, lazy(r"\b(?:failed|FAILED|Aborted|abort)\b|imed? ?out\b")),

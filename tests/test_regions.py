@@ -347,6 +347,8 @@ INFO retrying"""
             "nccl-error",
         ),
         ("ValueError: tokenizer file /m/tok.json is empty", "error-line"),
+        # vLLM's executor once its "ERROR ..." prefix is stripped (vllm-project/vllm#23582).
+        ("Worker proc VllmWorker-3 died unexpectedly, shutting down executor.", "error-line"),
         ("torch.OutOfMemoryError: tried to allocate 3.00 GiB", "error-line"),
         ("AssertionError", "error-line"),
         ("Killed", "error-line"),
