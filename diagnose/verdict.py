@@ -117,9 +117,13 @@ def _within(f: Finding, spans: Sequence[tuple[int, int]]) -> bool:
 # TensorRT-LLM's executor fails the requests in flight and keeps serving ("Encountered an
 # error in forwardAsync function: ..."; NVIDIA/TensorRT-LLM#2708, #2335), as did its batch
 # manager behind the Triton backend ("Encountered error for requestId 487602187: ...",
-# NVIDIA/TensorRT-LLM#699).  Held-out round 19.
+# NVIDIA/TensorRT-LLM#699).  Held-out round 19.  Text Generation Inference's shard logs a
+# failed prefill or decode step ("Method Prefill encountered an error." and its traceback),
+# hands the error to the router for those requests and serves the next batch
+# (huggingface/text-generation-inference#653, a prefill OOM).  Held-out round 31.
 _CAUGHT = re.compile(
     r"Encountered an error in (?:forwardAsync|forward) function|Encountered error for requestId\b"
+    r"|Method (?:Prefill|Decode) encountered an error"
 )
 
 
@@ -134,7 +138,7 @@ def lived_spans(regions: Sequence[Region], lines: Sequence[LogLine] = ()) -> lis
     """
     carried_on = _carried_on_lines(lines)
     lived = [
-        any("Encountered" in ln.text and _CAUGHT.search(ln.text) for ln in r.body)
+        any("ncountered" in ln.text and _CAUGHT.search(ln.text) for ln in r.body)
         or any(r.message_line <= n <= r.lines[1] + _CARRIED_ON_SPAN for n in carried_on)
         for r in regions
     ]

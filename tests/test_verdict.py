@@ -274,6 +274,23 @@ def test_an_error_the_serving_loop_caught_was_survived() -> None:
     assert d.primary is not None and "went on after this" in " ".join(d.primary.notes)
 
 
+_CAUGHT_BY_TGI_SHARD = """\
+2031-07-19T21:02:09.361Z ERROR batch{batch_size=4}:prefill:prefill{id=3 size=4}: text_generation_router::infer: router/src/infer.rs:554: Request failed during generation: Server error: CUDA out of memory. Tried to allocate 16.00 MiB (GPU 0; 22.20 GiB total capacity; 20.75 GiB already allocated)
+2031-07-19T21:02:09.363Z ERROR text_generation_launcher: Method Prefill encountered an error.
+Traceback (most recent call last):
+  File "/srv/tgi/server/models/flash_causal_lm.py", line 812, in generate_token
+    out = self.forward(batch)
+torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 16.00 MiB (GPU 0; 22.20 GiB total capacity; 20.75 GiB already allocated)
+"""
+
+
+def test_a_text_generation_inference_shard_survives_a_failed_prefill() -> None:
+    from diagnose import diagnose_text
+
+    d = diagnose_text(_CAUGHT_BY_TGI_SHARD)
+    assert d.cause == "cuda-oom" and d.fatal is False
+
+
 def test_a_loop_that_caught_an_error_and_then_died_did_not_survive_it() -> None:
     from diagnose import diagnose_text
 
