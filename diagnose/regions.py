@@ -394,6 +394,9 @@ _VOCAB: tuple[tuple[str, int, LazyPattern], ...] = (
             r"|Cannot access gated repo\b"
             # Triton Inference Server's handler: "Signal (11) received." before its stack
             r"|^Signal \(\d{1,2}\) received"
+            # Open MPI: "mpirun noticed that process rank 6 with PID 0 on node n1 exited on
+            # signal 9 (Killed)." (NVIDIA/TensorRT-LLM#1700)
+            r"|\bexited on signal \d{1,2}\b"
         ),
     ),
     (

@@ -347,6 +347,11 @@ INFO retrying"""
             "nccl-error",
         ),
         ("ValueError: tokenizer file /m/tok.json is empty", "error-line"),
+        # Open MPI's report of a rank a signal ended (NVIDIA/TensorRT-LLM#1700).
+        (
+            "mpirun noticed that process rank 3 with PID 0 on node n7 exited on signal 9 (Killed).",
+            "error-line",
+        ),
         # vLLM's executor once its "ERROR ..." prefix is stripped (vllm-project/vllm#23582).
         ("Worker proc VllmWorker-3 died unexpectedly, shutting down executor.", "error-line"),
         ("torch.OutOfMemoryError: tried to allocate 3.00 GiB", "error-line"),
