@@ -126,6 +126,8 @@ _GLIBC_FRAME_RE = lazy(
 _GLOG_FRAME_RE = lazy(rf"@\s+{_HEX}\s")
 _RUST_FRAME_RE = lazy(r"\d+: [\w<][\w:<>$. ]*::|\d+:\s+0x[0-9a-fA-F]+ - \S")
 _JAVA_FRAME_RE = lazy(r"at [\w$.]+\.[\w$<>]+\([^()]*\)$")
+# c10's Windows backtrace: "00007FFE12AE1DE4 00007FFE12AC2070 torch_python.dll!symbol [...]"
+_WINDOWS_FRAME_RE = lazy(r"[0-9A-Fa-f]{16}(?: ?[0-9A-Fa-f]{16})?\s+[^\s!\[\]]+!")
 _THREAD_RE = lazy(
     rf"(?:Current thread|Thread) {_HEX} \(most recent call first\)|Stack \(most recent call"
     rf"|Current thread's C stack|Extension modules: "
@@ -397,6 +399,9 @@ _VOCAB: tuple[tuple[str, int, LazyPattern], ...] = (
             # Open MPI: "mpirun noticed that process rank 6 with PID 0 on node n1 exited on
             # signal 9 (Killed)." (NVIDIA/TensorRT-LLM#1700)
             r"|\bexited on signal \d{1,2}\b"
+            # PyTorch's terminate handler on Windows, before its backtrace
+            # (NVIDIA/TensorRT-LLM#2540)
+            r"|Unhandled exception caught in c10/util/AbortHandler"
         ),
     ),
     (
@@ -569,6 +574,7 @@ def _is_frame(s: str) -> bool:
             or _NUMBERED_FRAME_RE.match(s) is not None
             or _RUST_FRAME_RE.match(s) is not None
             or _GLIBC_FRAME_RE.search(s) is not None
+            or ("!" in s[16:120] and _WINDOWS_FRAME_RE.match(s) is not None)
         )
     if first == "@":
         return _GLOG_FRAME_RE.match(s) is not None

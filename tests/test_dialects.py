@@ -265,6 +265,53 @@ def test_c10_exception_header_is_not_a_frame() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("text", "module", "function", "file", "line", "truncated"),
+    [
+        # Two addresses run together, no source: what a paste of c10's Windows handler shows.
+        (
+            "00007FFA10AB3C2100007FFA10AB3000 acme_torch.dll!THPAcme_initModule "
+            "[<unknown file> @ <unknown line number>]",
+            "acme_torch.dll",
+            "THPAcme_initModule",
+            None,
+            None,
+            False,
+        ),
+        # Addresses apart, a qualified name and its source.
+        (
+            "00007FFA11223344 00007FFA11220000 c10.dll!c10::detail::torchCheckFail "
+            "[D:\\build\\c10\\util\\Exception.cpp @ 557]",
+            "c10.dll",
+            "c10::detail::torchCheckFail",
+            "D:\\build\\c10\\util\\Exception.cpp",
+            557,
+            False,
+        ),
+        # The paste cut inside the source slot.
+        (
+            "00007FFA55667788 00007FFA55660000 acme_plugin.dll!setAcmeFinder [<un",
+            "acme_plugin.dll",
+            "setAcmeFinder",
+            None,
+            None,
+            True,
+        ),
+    ],
+)
+def test_c10_windows_frames(
+    text: str, module: str, function: str, file: str | None, line: int | None, truncated: bool
+) -> None:
+    f = must(text)
+    assert (f.dialect, f.module, f.function) == ("c10", module, function)
+    assert (f.file, f.line, f.truncated) == (file, line, truncated)
+    assert f.address is not None and f.address.startswith("0x00007ffa")
+
+
+def test_a_hex_dump_line_is_not_a_windows_frame() -> None:
+    assert pf("0000000000000000 0000000000000001 00000000deadbeef") is None
+
+
 # --- gdb ---------------------------------------------------------------------------------------
 
 

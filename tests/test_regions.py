@@ -1112,3 +1112,21 @@ def test_a_stub_the_paste_cut_off_at_the_end_is_not_the_exception() -> None:
     region = _one(text)
     assert region.message == "RuntimeError: CUDA error: an illegal memory access was encountered"
     assert region.truncated
+
+
+def test_pytorch_windows_abort_handler_and_its_frames_are_one_region() -> None:
+    # c10's terminate handler on Windows prints this line, then dbghelp frames
+    # (NVIDIA/TensorRT-LLM#2540).
+    log = (
+        "Loading Model: [2/2]\tBuilding engine\n"
+        "Unhandled exception caught in c10/util/AbortHandler.h\n"
+        "00007FFA10AB3C2100007FFA10AB3000 acme_torch.dll!THPAcme_initModule "
+        "[<unknown file> @ <unknown line number>]\n"
+        "00007FFA20CD4E2200007FFA20CD4000 ucrtbase.dll!terminate [<unknown file> @ <unknown line number>]\n"
+        "00007FFA55667788 00007FFA55660000 acme_plugin.dll!setAcmeFinder [<un"
+    )
+    r = _one(log)
+    assert (
+        r.lines == (2, 5) and r.message == "Unhandled exception caught in c10/util/AbortHandler.h"
+    )
+    assert [f.module for f in r.frames] == ["acme_torch.dll", "ucrtbase.dll", "acme_plugin.dll"]

@@ -77,6 +77,13 @@ _BOOST = lazy(r"(\d{1,5})# (\S.*)$")
 _BOOST_AT = lazy(r"(.+) at (\S+):(\d+)$")
 # TensorRT-LLM "1       0x789a90580ca6 REST".
 _TRTLLM = lazy(rf"(\d+)\s+({_HEX})\s+(\S.*)$")
+# c10's Windows backtrace (dbghelp): "00007FFE12AE1DE4 00007FFE12AC2070 torch_python.dll!symbol
+# [<unknown file> @ <unknown line number>]"; pastes run the two addresses together and cut the
+# tail (NVIDIA/TensorRT-LLM#2540, under "Unhandled exception caught in c10/util/AbortHandler.h").
+_WINDOWS = lazy(
+    r"([0-9A-Fa-f]{16})(?: ?[0-9A-Fa-f]{16})?\s+([^\s!\[\]]+)!(.*?)"
+    r"(?:\s+\[(?:(.*?) @ (\d+|<unknown line number>)\]?|[^\]]*))?$"
+)
 # The source position UCX prints two blanks after a symbol: "  Blas.cpp:0", "  ???:0".
 _UCX_SOURCE = lazy(r"\)\s{2,}(\S+):(\d+)$")
 # glibc backtrace_symbols: "module(symbol+0xoff) [0xaddr]", "module(+0xoff)", "module [0xaddr]".
@@ -175,6 +182,8 @@ def _dispatch(number: int, text: str, first: str) -> Frame | None:
     if first.isdigit():
         if "# " in text[:7]:
             return _boost_frame(number, text)
+        if "!" in text[16:120] and text[:16].isalnum():
+            return _windows_frame(number, text)
         if "0x" in text[:48]:
             return _trtllm_frame(number, text) or _rust_frame(number, text)
         return _rust_frame(number, text) if ": " in text[:12] else None
@@ -632,6 +641,25 @@ def _c10_frame(number: int, text: str) -> Frame | None:
         module=module,
         offset=offset,
         truncated=truncated,
+    )
+
+
+def _windows_frame(number: int, text: str) -> Frame | None:
+    """Parse c10's Windows ``ADDR [ADDR] module!symbol [file @ line]``; the tail may be cut."""
+    m = _WINDOWS.match(text)
+    if m is None:
+        return None
+    address, module, symbol, file, line = m.groups()
+    known_file = file if file and not file.startswith("<") else None
+    return _cxx_frame(
+        number,
+        "c10",
+        symbol.strip() or None,
+        address="0x" + address.lower(),
+        module=module,
+        file=known_file,
+        line=int(line) if known_file and line and line.isdigit() else None,
+        truncated=not text.endswith("]"),
     )
 
 
