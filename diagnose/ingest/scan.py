@@ -125,6 +125,8 @@ TRIGGERS: tuple[bytes, ...] = (
     b"Signal (",  # Triton Inference Server: "Signal (11) received."
     b"than is available",  # ollama: "model requires more system memory (...) than is ..."
     b"gated repo",  # huggingface_hub: "Cannot access gated repo for url ..."
+    b"reserved for KV Cache is -",  # vLLM V0's negative KV budget, an INFO line
+    b"limited KV cache memory",  # TurboMind: "`session_len` truncated to N due to limited ..."
 )
 
 #: A starting set for ``context_literals``: lines that carry log-wide facts.
