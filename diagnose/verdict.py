@@ -125,6 +125,13 @@ _CAUGHT = re.compile(
     r"Encountered an error in (?:forwardAsync|forward) function|Encountered error for requestId\b"
     r"|Method (?:Prefill|Decode) encountered an error"
 )
+# uvicorn's "Exception in ASGI application" is one HTTP request whose handler raised (a client
+# that went away, a request the server refused: vllm-project/vllm#7309, #8709,
+# sgl-project/sglang#19357); the server answers the next one.  Not when the handler only
+# relayed an engine that had died (vLLM's "AsyncEngineDeadError: Background loop has errored
+# already", vllm-project/vllm#10925): that engine's death is the crash.  Held-out round 36.
+_ASGI_CATCH = "Exception in ASGI application"
+_ENGINE_DEAD = re.compile(r"EngineDead|Background loop has errored|engine loop has died|EngineCore")
 
 
 def lived_spans(regions: Sequence[Region], lines: Sequence[LogLine] = ()) -> list[tuple[int, int]]:
@@ -139,6 +146,7 @@ def lived_spans(regions: Sequence[Region], lines: Sequence[LogLine] = ()) -> lis
     carried_on = _carried_on_lines(lines)
     lived = [
         any("ncountered" in ln.text and _CAUGHT.search(ln.text) for ln in r.body)
+        or _asgi_request_failed(r)
         or any(r.message_line <= n <= r.lines[1] + _CARRIED_ON_SPAN for n in carried_on)
         for r in regions
     ]
@@ -147,7 +155,42 @@ def lived_spans(regions: Sequence[Region], lines: Sequence[LogLine] = ()) -> lis
     last_crash = max(
         (i for i, r in enumerate(regions) if r.kind in CRASH_KINDS and not lived[i]), default=-1
     )
-    return [r.lines for i, r in enumerate(regions) if lived[i] and i > last_crash]
+    # So does a build that gave up after skipping what failed: TensorRT skips each tactic
+    # that ran out of memory, then finds no implementation left for the node and the engine
+    # build fails (NVIDIA/TensorRT#2642).  Held-out round 37.
+    gave_up = _gave_up_line(lines)
+    return [
+        r.lines
+        for i, r in enumerate(regions)
+        if lived[i] and i > last_crash and gave_up < r.lines[0]
+    ]
+
+
+# A builder's word that it found no way left after the failures it skipped.
+_GAVE_UP = re.compile(
+    r"Could not find any implementation for node|\b[Ee]ngine build(?:ing)? failed"
+    r"|Failed to build (?:the )?(?:serialized )?(?:network|engine)"
+)
+
+
+def _gave_up_line(lines: Sequence[LogLine]) -> int:
+    """The number of the last line saying a build gave up after skipping failures; 0 if none."""
+    return max(
+        (
+            ln.number
+            for ln in lines
+            if ("implementation" in ln.text or "uild" in ln.text) and _GAVE_UP.search(ln.text)
+        ),
+        default=0,
+    )
+
+
+def _asgi_request_failed(region: Region) -> bool:
+    """One HTTP request's handler raised inside uvicorn, and no dead engine is behind it."""
+    body = region.body
+    return any(_ASGI_CATCH in ln.text for ln in body) and not any(
+        _ENGINE_DEAD.search(ln.text) for ln in body
+    )
 
 
 def _consequences(pool: Sequence[Finding], kb: KnowledgeBase) -> set[str]:
@@ -297,7 +340,11 @@ _CARRIED_ON = re.compile(
     r"|\bUsing network Socket\b|\busing (?:the )?default\b"
     # torch.compile max-autotune: "Runtime error during autotuning: <exc>" then "Ignoring this
     # choice." after the candidate's logged traceback (pytorch/torchtitan#1437)
-    r"|\bIgnoring this choice\b",
+    r"|\bIgnoring this choice\b"
+    # ggml without a usable GPU runs on the CPU: "--gpu-layers option will be ignored" after
+    # "ggml_cuda_init: failed to initialize CUDA: ..." (ggml-org/llama.cpp#10553, #13059), and
+    # Ollama's "offloaded 0/33 layers to GPU" (ollama/ollama#15918).  Held-out round 36.
+    r"|\blayers option will be ignored\b|\boffloaded 0/\d+ layers to GPU\b",
     re.IGNORECASE,
 )
 # Lines after a region in which such a word still speaks of it.
@@ -311,6 +358,6 @@ def _carried_on_lines(lines: Sequence[LogLine]) -> list[int]:
         for ln in lines
         if ("ontinu" in ln.text or "ignored" in ln.text or "alling back" in ln.text
             or "without" in ln.text or "kipping" in ln.text or "sing " in ln.text
-            or "gnoring" in ln.text)
+            or "gnoring" in ln.text or "offloaded 0/" in ln.text)
         and _CARRIED_ON.search(ln.text) is not None
     ]  # fmt: skip

@@ -291,6 +291,59 @@ def test_a_text_generation_inference_shard_survives_a_failed_prefill() -> None:
     assert d.cause == "cuda-oom" and d.fatal is False
 
 
+_ASGI_REQUEST = """\
+INFO:     10.0.0.5:51422 - "POST /v1/chat/completions HTTP/1.1" 200 OK
+ERROR:    Exception in ASGI application
+Traceback (most recent call last):
+  File "/srv/py/uvicorn/protocols/http/httptools_impl.py", line 409, in run_asgi
+    result = await app(self.scope, self.receive, self.send)
+  File "/srv/py/engine/entrypoints/api_server.py", line 212, in stream_results
+    async for out in generator:
+asyncio.exceptions.CancelledError
+INFO:     10.0.0.5:51430 - "POST /v1/chat/completions HTTP/1.1" 200 OK
+"""
+
+
+def test_one_requests_exception_in_the_asgi_app_is_survived() -> None:
+    from diagnose import diagnose_text
+
+    d = diagnose_text(_ASGI_REQUEST)
+    assert d.crashes and d.fatal is False
+    # ... but not when the request only relayed an engine that had died.
+    dead = _ASGI_REQUEST.replace(
+        "asyncio.exceptions.CancelledError",
+        "engine.errors.AsyncEngineDeadError: Background loop has errored already.",
+    )
+    assert diagnose_text(dead).fatal is True
+
+
+def test_ggml_without_a_usable_gpu_runs_on_the_cpu() -> None:
+    from diagnose import diagnose_text
+
+    log = (
+        "ggml_cuda_init: failed to initialize CUDA: no CUDA-capable device is detected\n"
+        "warning: no usable GPU found, --gpu-layers option will be ignored\n"
+        "llama_model_loader: loaded meta data with 30 key-value pairs\n"
+    )
+    d = diagnose_text(log)
+    assert d.crashes and d.fatal is False
+
+
+def test_skipped_tactics_then_no_implementation_left_is_a_failed_build() -> None:
+    from diagnose import diagnose_text
+
+    log = (
+        "[W] Skipping tactic 0x0000000000000000 due to exception autotuning: CUDA error 2 "
+        "allocating 2147747325-byte buffer: out of memory\n"
+        "[E] 10: [optimizer.cpp::computeCosts::3728] Error Code 10: Internal Error (Could not "
+        "find any implementation for node {ForeignNode[MatMul_12]}.)\n"
+    )
+    d = diagnose_text(log)
+    assert d.fatal is True
+    # Without the builder giving up, the skipped tactic was survived.
+    assert diagnose_text(log.split("\n")[0] + "\n").fatal is False
+
+
 def test_a_loop_that_caught_an_error_and_then_died_did_not_survive_it() -> None:
     from diagnose import diagnose_text
 
