@@ -129,7 +129,8 @@ _CAUGHT = re.compile(
 # that went away, a request the server refused: vllm-project/vllm#7309, #8709,
 # sgl-project/sglang#19357); the server answers the next one.  Not when the handler only
 # relayed an engine that had died (vLLM's "AsyncEngineDeadError: Background loop has errored
-# already", vllm-project/vllm#10925): that engine's death is the crash.  Held-out round 36.
+# already", vllm-project/vllm#10925; or a V1 EngineCore named in it): that engine's death is
+# the crash.  Held-out round 36.
 _ASGI_CATCH = "Exception in ASGI application"
 _ENGINE_DEAD = re.compile(r"EngineDead|Background loop has errored|engine loop has died|EngineCore")
 
@@ -137,13 +138,14 @@ _ENGINE_DEAD = re.compile(r"EngineDead|Background loop has errored|engine loop h
 def lived_spans(regions: Sequence[Region], lines: Sequence[LogLine] = ()) -> list[tuple[int, int]]:
     """The line spans of the regions the program says it lived through.
 
-    Those a serving loop reports having caught, and those right after which it says it
-    carried on (``lines``: "continuing", "Ignoring this choice.", ...; see
-    :data:`_CARRIED_ON`); in both cases only when no other crash region follows (a loop
-    that caught an error and then died of the next one, its thread's own traceback,
-    NVIDIA/TensorRT-LLM#5390, did not survive it).
+    Those a serving loop reports having caught (an HTTP request's handler included), and
+    those right after which it says it carried on (``lines``: "continuing", "Ignoring this
+    choice.", ...; see :data:`_CARRIED_ON`); in both cases only when no other crash region
+    follows (a loop that caught an error and then died of the next one, its thread's own
+    traceback, NVIDIA/TensorRT-LLM#5390, did not survive it) and no later line says the
+    build gave up on what it had skipped.
     """
-    carried_on = _carried_on_lines(lines)
+    carried_on, gave_up = _program_words(lines)
     lived = [
         any("ncountered" in ln.text and _CAUGHT.search(ln.text) for ln in r.body)
         or _asgi_request_failed(r)
@@ -158,7 +160,6 @@ def lived_spans(regions: Sequence[Region], lines: Sequence[LogLine] = ()) -> lis
     # So does a build that gave up after skipping what failed: TensorRT skips each tactic
     # that ran out of memory, then finds no implementation left for the node and the engine
     # build fails (NVIDIA/TensorRT#2642).  Held-out round 37.
-    gave_up = _gave_up_line(lines)
     return [
         r.lines
         for i, r in enumerate(regions)
@@ -171,18 +172,6 @@ _GAVE_UP = re.compile(
     r"Could not find any implementation for node|\b[Ee]ngine build(?:ing)? failed"
     r"|Failed to build (?:the )?(?:serialized )?(?:network|engine)"
 )
-
-
-def _gave_up_line(lines: Sequence[LogLine]) -> int:
-    """The number of the last line saying a build gave up after skipping failures; 0 if none."""
-    return max(
-        (
-            ln.number
-            for ln in lines
-            if ("implementation" in ln.text or "uild" in ln.text) and _GAVE_UP.search(ln.text)
-        ),
-        default=0,
-    )
 
 
 def _asgi_request_failed(region: Region) -> bool:
@@ -351,13 +340,24 @@ _CARRIED_ON = re.compile(
 _CARRIED_ON_SPAN = 3
 
 
-def _carried_on_lines(lines: Sequence[LogLine]) -> list[int]:
-    """Numbers of the lines that say the program carried on."""
-    return [
-        ln.number
-        for ln in lines
-        if ("ontinu" in ln.text or "ignored" in ln.text or "alling back" in ln.text
-            or "without" in ln.text or "kipping" in ln.text or "sing " in ln.text
-            or "gnoring" in ln.text or "offloaded 0/" in ln.text)
-        and _CARRIED_ON.search(ln.text) is not None
-    ]  # fmt: skip
+def _program_words(lines: Sequence[LogLine]) -> tuple[list[int], int]:
+    """In one pass: the numbers of the lines that say the program carried on, and the number
+    of the last line saying a build gave up after skipping failures (0 if none)."""
+    carried_on: list[int] = []
+    gave_up = 0
+    for ln in lines:
+        text = ln.text
+        if (
+            "ontinu" in text
+            or "ignored" in text
+            or "alling back" in text
+            or "without" in text
+            or "kipping" in text
+            or "sing " in text
+            or "gnoring" in text
+            or "offloaded 0/" in text
+        ) and _CARRIED_ON.search(text) is not None:
+            carried_on.append(ln.number)
+        if ("implementation" in text or "uild" in text) and _GAVE_UP.search(text) is not None:
+            gave_up = ln.number
+    return carried_on, gave_up  # fmt: skip
