@@ -127,6 +127,7 @@ TRIGGERS: tuple[bytes, ...] = (
     b"gated repo",  # huggingface_hub: "Cannot access gated repo for url ..."
     b"reserved for KV Cache is -",  # vLLM V0's negative KV budget, an INFO line
     b"limited KV cache memory",  # TurboMind: "`session_len` truncated to N due to limited ..."
+    b"free space in the KV cache",  # llama.cpp server retrying with a smaller batch (a warning)
 )
 
 #: A starting set for ``context_literals``: lines that carry log-wide facts.
