@@ -128,6 +128,8 @@ TRIGGERS: tuple[bytes, ...] = (
     b"reserved for KV Cache is -",  # vLLM V0's negative KV budget, an INFO line
     b"limited KV cache memory",  # TurboMind: "`session_len` truncated to N due to limited ..."
     b"free space in the KV cache",  # llama.cpp server retrying with a smaller batch (a warning)
+    b"not enough KV cache space",  # vLLM preempting requests (a warning)
+    b"Retract requests",  # SGLang: "KV cache pool is full. Retract requests."
 )
 
 #: A starting set for ``context_literals``: lines that carry log-wide facts.
