@@ -242,9 +242,6 @@ _WARNING_TEXT = re.compile(
     r"\[W[ \]]|\[TensorRT-LLM\]\[WARNING\]|\[TRT\] \[W\]|WARNING:|Warning:"
     r"|(?:\S+:\d+: )?[A-Z]\w*Warning: "
 )
-# A logfmt record's level field, within its first fields ("time=<ts> level=WARN ...").
-_LOGFMT_LEVEL = re.compile(r"(?:time=\S+ )?level=(\w+) ")
-_MILD_LOGFMT_LEVELS = frozenset({"WARN", "WARNING", "INFO", "DEBUG", "TRACE"})
 # NCCL's own record: "host:pid:tid [0] misc/ibvwrap.cc:63 NCCL WARN Failed to open
 # libibverbs.so" (then it falls back to sockets; NVIDIA/nccl#766), whether the vocabulary
 # made it an error line or an nccl-error region.  NCCL's real failures come as "NCCL error"
@@ -268,12 +265,6 @@ def _only_warned(region: Region) -> bool:
         return False
     if line.level is not None:
         return line.level in _MILD_LEVELS
-    # logfmt records (Go's slog and logrus, so Ollama) carry the level as a field, after
-    # "time=...": 'level=WARN source=sched.go:646 msg="gpu VRAM usage didn't recover within
-    # timeout"' is a warning its maintainers call harmless (ollama/ollama#9160).
-    logfmt = _LOGFMT_LEVEL.match(text)
-    if logfmt is not None:
-        return logfmt.group(1).upper() in _MILD_LOGFMT_LEVELS
     return _WARNING_TEXT.match(text) is not None
 
 

@@ -285,6 +285,10 @@ def test_words_that_only_look_like_host_labels_are_kept(rows: list[str]) -> None
         ("RuntimeError: CUDA error: out of memory", None),
         # The level is the logger's, not a word of the message.
         ("[rank0]: WARNING text that only mentions a level", None),
+        # logfmt records keep the level in a field (Go's slog: ollama/ollama#9160).
+        ('time=2031-02-03T04:05:06.789Z level=WARN source=sched.go:646 msg="slow"', "WARNING"),
+        ('level=ERROR source=server.go:265 msg="runner terminated"', "ERROR"),
+        ('msg="a message that says level=ERROR " ok', None),
     ],
 )
 def test_the_level_a_prefix_names_is_kept(raw: str, level: str | None) -> None:

@@ -489,6 +489,18 @@ _LEVELS = {
 }  # fmt: skip
 
 
+# A logfmt record (Go's slog and logrus, so Ollama) names its level in a field after the time,
+# which stays in the text: "time=2025-11-26T08:00:04.513Z level=WARN source=sched.go:646 msg=...".
+_LOGFMT_LEVEL = lazy(r"(?:time=\S+ )?level=([A-Za-z]+) ")
+
+
+def _note_logfmt_level(text: str, ident: _Ident) -> None:
+    """Take a logfmt record's ``level=`` field as the line's level (ollama/ollama#9160)."""
+    match = _LOGFMT_LEVEL.match(text)
+    if match is not None:
+        _note_level(match.group(1).upper(), ident)
+
+
 def _note_level(name: str | None, ident: _Ident) -> None:
     """Keep the first level a line's prefixes name (the outermost is the logger's own)."""
     if name and ident.level is None:
@@ -689,6 +701,8 @@ def _clean(number: int, raw: str, fence: _Fence, labels: set[str] | None = None)
         text = _RAY_REPEATED.sub("", text)
     kept = text.rstrip(" \t")
     wrap = _KNOWN if width in WRAP_WIDTHS else 0
+    if ident.level is None and "level=" in kept[:48]:
+        _note_logfmt_level(kept, ident)
     return _Clean(
         number,
         kept,
