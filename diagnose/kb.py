@@ -443,7 +443,8 @@ _URL = lazy(r"^https?://\S+$")
 _CALVER = lazy(r"^\d{4}\.\d{2}\.\d{2}$")
 _CAPABILITY = lazy(r"^\d{1,2}\.\d$")
 _SM = lazy(r"^sm_\d{2,3}[a-z]?$")
-_ENV = lazy(r"^[A-Z][A-Z0-9_]*(?:=.*)?$")
+# Upper-case names, but Ray reads mixed-case ones (RAY_memory_usage_threshold).
+_ENV = lazy(r"^[A-Z][A-Za-z0-9_]*(?:=.*)?$")
 _MAX_SIGNATURE = 160
 
 
