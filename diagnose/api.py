@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from diagnose.context import LogContext
     from diagnose.kb import Cause, KnowledgeBase
     from diagnose.model import Finding, Region
+    from diagnose.regions import Wording
     from diagnose.rules import RuleSet
 
 #: Generic next steps when nothing matched: each one decides between known causes.
@@ -47,7 +48,8 @@ def diagnose_text(
     verify_level: str = "model",
 ) -> Diagnosis:
     """Diagnose a log held in memory; ``verify`` checks the primary finding (see verify)."""
-    return _verified(_diagnose(parse_text(text, source), rule_dirs), verify, verify_level)
+    wording = rule_wording(rule_dirs)
+    return _verified(_diagnose(parse_text(text, source, wording), rule_dirs), verify, verify_level)
 
 
 def diagnose_file(
@@ -58,7 +60,8 @@ def diagnose_file(
     verify_level: str = "model",
 ) -> Diagnosis:
     """Diagnose a log file (plain or compressed), ``-`` for stdin, or a binary stream."""
-    return _verified(_diagnose(parse_source(path), rule_dirs), verify, verify_level)
+    wording = rule_wording(rule_dirs)
+    return _verified(_diagnose(parse_source(path, wording), rule_dirs), verify, verify_level)
 
 
 def _verified(d: Diagnosis, verify: bool, level: str) -> Diagnosis:
@@ -87,6 +90,14 @@ def _verified(d: Diagnosis, verify: bool, level: str) -> Diagnosis:
 def diagnose_parsed(parsed: Parsed, *, rule_dirs: Sequence[Path] = ()) -> Diagnosis:
     """Diagnose an already-parsed window (the streaming engine parses windows itself)."""
     return _diagnose(parsed, rule_dirs)
+
+
+def rule_wording(rule_dirs: Sequence[str | os.PathLike[str]] = ()) -> Wording:
+    """The error wording of the rule base (shipped rules plus ``rule_dirs``) for the parser."""
+    from diagnose.rules.wording import wording_of
+
+    _, rules = _load(tuple(Path(d) for d in rule_dirs))
+    return wording_of(rules).lines
 
 
 @lru_cache(maxsize=8)

@@ -16,7 +16,7 @@ from diagnose.ingest.normalize import normalize
 from diagnose.ingest.read import WHOLE_INPUT_LIMIT, open_source, read_text
 from diagnose.model import LogLine, Region
 from diagnose.records import record
-from diagnose.regions import find_regions
+from diagnose.regions import Wording, find_regions
 from diagnose.roles import assign as assign_roles
 
 
@@ -37,16 +37,18 @@ class Parsed:
     streamed: bool = False
 
 
-def parse_text(text: str, source: str = "<text>") -> Parsed:
-    """Run the parse stage on an in-memory string."""
+def parse_text(text: str, source: str = "<text>", wording: Wording | None = None) -> Parsed:
+    """Run the parse stage on an in-memory string (``wording``: see ``find_regions``)."""
     lines = tuple(normalize(text))
-    regions = assign_roles(find_regions(lines))
+    regions = assign_roles(find_regions(lines, wording))
     context = extract_context(lines)
     total = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
     return Parsed(source, lines, regions, context, total)
 
 
-def parse_source(source: str | os.PathLike[str] | BinaryIO) -> Parsed:
+def parse_source(
+    source: str | os.PathLike[str] | BinaryIO, wording: Wording | None = None
+) -> Parsed:
     """Run the parse stage on a path, ``-`` (stdin) or a binary file object.
 
     Raises :class:`~diagnose.errors.InputError` only when the input cannot be
@@ -59,8 +61,8 @@ def parse_source(source: str | os.PathLike[str] | BinaryIO) -> Parsed:
         except OSError:
             size = 0  # let read_text produce the one-line InputError
         if size > WHOLE_INPUT_LIMIT:
-            return _parse_streamed(source, name)
-    return parse_text(read_text(source), name)
+            return _parse_streamed(source, name, wording)
+    return parse_text(read_text(source), name, wording)
 
 
 #: A streamed log's settings (server args, GPU, versions) are printed at start-up; read
@@ -70,7 +72,9 @@ def parse_source(source: str | os.PathLike[str] | BinaryIO) -> Parsed:
 STREAM_HEAD_BYTES = 1 << 20
 
 
-def _parse_streamed(source: str | os.PathLike[str], name: str) -> Parsed:
+def _parse_streamed(
+    source: str | os.PathLike[str], name: str, wording: Wording | None = None
+) -> Parsed:
     """Scan a big file with literal prefilters and parse only the candidate windows."""
     from diagnose.context import READY_PHRASES
     from diagnose.ingest.scan import scan
@@ -84,7 +88,7 @@ def _parse_streamed(source: str | os.PathLike[str], name: str) -> Parsed:
     for first_line, raw_lines in result.windows:
         window = normalize("\n".join(raw_lines), first_line=first_line)
         lines.extend(window)
-        regions.extend(assign_roles(find_regions(window)))
+        regions.extend(assign_roles(find_regions(window, wording)))
     # The head already holds every line up to head_end: past it, only windows and
     # readiness lines add facts (and nothing is read twice by extract_context).
     head_end = head[-1].number if head else 0

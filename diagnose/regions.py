@@ -1436,20 +1436,37 @@ class _Merged:
     ranks: dict[str, None]
 
 
-def find_regions(lines: Sequence[LogLine]) -> list[Region]:
+#: Tells, for many line texts at once, which carry a known failure's wording (the rule
+#: base's, see ``diagnose.rules.wording``): such a line is an error line too.
+Wording = Callable[[Sequence[str]], list[bool]]
+
+
+def find_regions(lines: Sequence[LogLine], wording: Wording | None = None) -> list[Region]:
     """Return one :class:`Region` per distinct failure in ``lines``, in order of appearance.
 
     ``lines`` is the output of ``diagnose.ingest.normalize.normalize``.  Copies of the same
     failure (several ranks, or one error repeated) become one region with ``count`` and
-    ``ranks``.  Never raises; runs in time linear in the input.
+    ``ranks``.  ``wording`` adds error lines beyond this module's own vocabulary: a plain
+    line (not indented, not prose) on which it answers True opens a region.  Never raises;
+    runs in time linear in the input.
     """
     try:
-        return _find_regions(lines)
+        return _find_regions(lines, wording)
     except (RecursionError, MemoryError, ValueError, IndexError):  # pragma: no cover - guard
         return []
 
 
-def _find_regions(lines: Sequence[LogLine]) -> list[Region]:
+def _with_wording(texts: Sequence[str], classes: list[int], wording: Wording) -> None:
+    """Promote plain lines that carry a known failure's wording to error lines (in place)."""
+    plain = [i for i, c in enumerate(classes) if c == _OTHER]
+    if not plain:
+        return
+    for i, hit in zip(plain, wording([texts[i] for i in plain]), strict=True):
+        if hit and not _is_prose(texts[i][:_WINDOW].strip()):
+            classes[i] = _ERR
+
+
+def _find_regions(lines: Sequence[LogLine], wording: Wording | None = None) -> list[Region]:
     parse = _frame_parser()
     merged: dict[tuple[str, ...], _Merged] = {}
     # A frameless line that repeats an earlier failure's message (pytest's "FAILED x - msg"
@@ -1460,6 +1477,8 @@ def _find_regions(lines: Sequence[LogLine]) -> list[Region]:
         classes = [
             _classify(line.text, flag) for line, flag in zip(stream_lines, flags, strict=True)
         ]
+        if wording is not None:
+            _with_wording([line.text for line in stream_lines], classes, wording)
         stream = _Stream(stream_lines, classes)
         for found in stream.regions():
             body = stream_lines[found.start : found.end]

@@ -544,9 +544,10 @@ class StreamDiagnoser:
             for first, raw_lines in segments
             for line in normalize("\n".join(raw_lines), first_line=first)
         )
+        from diagnose.api import rule_wording
         from diagnose.roles import assign as assign_roles
 
-        regions = assign_roles(find_regions(lines))
+        regions = assign_roles(find_regions(lines, rule_wording(self.rule_dirs)))
         if not regions:
             return None
         context = _merge(self._context(), extract_context(lines))

@@ -27,8 +27,12 @@ class Document:
     context: Any = None
 
     @classmethod
-    def from_text(cls, text: str) -> Document:
-        """Parse ``text``: normalize, regions with frame roles, context (as the CLI does)."""
+    def from_text(cls, text: str, wording: Any = None) -> Document:
+        """Parse ``text``: normalize, regions with frame roles, context (as the CLI does).
+
+        ``wording`` is the rule base's error wording (``diagnose.rules.wording``), as the
+        CLI passes it to ``find_regions``.
+        """
         from diagnose.context import extract_context
         from diagnose.ingest.normalize import normalize
         from diagnose.regions import find_regions
@@ -36,7 +40,7 @@ class Document:
         lines = tuple(normalize(text))
         from diagnose.roles import assign as assign_roles
 
-        return cls(lines, assign_roles(find_regions(lines)), extract_context(lines))
+        return cls(lines, assign_roles(find_regions(lines, wording)), extract_context(lines))
 
     @classmethod
     def from_lines(

@@ -18,6 +18,7 @@ from diagnose.rules.document import Document
 from diagnose.rules.engine import run_rules
 from diagnose.rules.ruleset import RuleSet
 from diagnose.rules.schema import Example, Rule
+from diagnose.rules.wording import wording_of
 
 Verdict = Literal["ok", "missed", "incorrect", "fixed"]
 
@@ -80,7 +81,7 @@ def _fact_problems(example: Example, findings: tuple[Finding, ...]) -> tuple[str
 
 def run_example(rules: RuleSet, rule: Rule, example: Example, kb: Any) -> ExampleResult:
     """Parse the example log with the full pipeline and match it against the whole rule set."""
-    doc = Document.from_text(example.log)
+    doc = Document.from_text(example.log, wording_of(rules).lines)
     run = run_rules(rules, doc, kb)
     mine = tuple(f for f in run.findings if f.rule_id == rule.id)
     notes = tuple(n for n in run.notes if rule.id in n)
