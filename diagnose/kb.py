@@ -19,6 +19,7 @@ from dataclasses import field
 from pathlib import Path
 from typing import Any
 
+from diagnose.concepts import Concept, parse_concepts
 from diagnose.datafiles import data_dir
 from diagnose.lazyre import lazy
 from diagnose.records import record
@@ -156,6 +157,12 @@ class KnowledgeBase:
     archs: tuple[ArchFacts, ...]
     gpus: tuple[Gpu, ...]
     _name_keys: tuple[_NameKey, ...] = field(default=(), repr=False)
+    #: The concept vocabularies of kb/concepts/ (see :mod:`diagnose.concepts`).
+    concepts: tuple[Concept, ...] = ()
+
+    def concept_patterns(self) -> dict[str, str]:
+        """Each concept's name and alternation, as rule regexes use them (``{{name}}``)."""
+        return {c.name: c.pattern for c in self.concepts}
 
     @property
     def cause_ids(self) -> tuple[str, ...]:
@@ -705,12 +712,17 @@ def _build(root: Path, extra_dirs: Sequence[Path], rules_dir: Path | None) -> Kn
                 raise load_toml(Path(cause.path)).error(f"cascades[{i}]", f"no cause '{rel}'")
     hashed = [root, *extra_dirs] + ([rules_dir] if rules_dir else [])
     keys = tuple(_name_key(spelling, g) for g in gpus for spelling in (g.name, *g.aliases))
+    # Products as logs shorten them ("RTX 5090", "H100"), and families ("Blackwell").
+    products = {" ".join(_name_tokens(s)) for g in gpus for s in (g.name, *g.aliases)}
+    families = {a.name.split(" (")[0] for a in archs}
+    concepts = parse_concepts((root, *extra_dirs), sorted(products - {""}), sorted(families))
     return KnowledgeBase(
         version=f"{version}+{_content_hash(hashed)}",
         causes=tuple(causes),
         archs=tuple(archs),
         gpus=tuple(gpus),
         _name_keys=keys,
+        concepts=concepts,
     )
 
 

@@ -28,6 +28,17 @@ TAXONOMY = (
     "cublas-error",
     "cuda-version-mismatch",
     "jit-build-failure",
+    # taxonomy v2 (../shared/corpus/README.md, December 2026)
+    "abi-mismatch",
+    "dependency-mismatch",
+    "host-oom",
+    "gpu-hardware-fault",
+    "gpu-unavailable",
+    "shape-unsupported",
+    "workspace-overflow",
+    "cuda-graph-capture",
+    "config-error",
+    "model-load-error",
     "unknown",
 )
 REF_ID = re.compile(r"^[A-Za-z0-9_.\-]+/[A-Za-z0-9_.\-]+#\d+$")

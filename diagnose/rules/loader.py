@@ -88,7 +88,9 @@ def check_rules(
     from diagnose.rules.parse import parse_rule
     from diagnose.tomlsource import load_toml
 
-    known = _cause_checker(kb if kb is not None else _default_kb())
+    kb = kb if kb is not None else _default_kb()
+    known = _cause_checker(kb)
+    concepts = kb.concept_patterns() if hasattr(kb, "concept_patterns") else {}
     rules: list[Rule] = []
     errors: list[RuleFileError] = []
     seen: dict[str, str] = {}
@@ -100,7 +102,7 @@ def check_rules(
         for path in rule_files(root):
             try:
                 src = load_toml(path)
-                rule = parse_rule(src, expected_id(root, path), known)
+                rule = parse_rule(src, expected_id(root, path), known, concepts)
                 for field, key in [("id", rule.id), *(("aliases", a) for a in rule.aliases)]:
                     if key in seen:
                         raise locate.error(src, field, f"duplicate id '{key}' (also {seen[key]})")
@@ -171,4 +173,5 @@ def _snapshot_key(roots: Sequence[Path], kb: Any) -> tuple[Any, ...] | None:
 
     if not isinstance(kb, KnowledgeBase):
         return None
-    return ("rules", snapshot.code_stamp(), kb.cause_ids, snapshot.stamps(roots))
+    concepts = tuple(sorted(kb.concept_patterns().items()))
+    return ("rules", snapshot.code_stamp(), kb.cause_ids, concepts, snapshot.stamps(roots))

@@ -75,10 +75,17 @@ _RE2_REFUSED = lazy(r"\\[1-9]|\\k<|\(\?<?[=!]|\(\?>")
 class _Parser:
     """Holds one rule file while it is validated; every ``fail`` names file, line and field."""
 
-    def __init__(self, src: TomlSource, expected_id: str, known_cause: Callable[[str], bool]):
+    def __init__(
+        self,
+        src: TomlSource,
+        expected_id: str,
+        known_cause: Callable[[str], bool],
+        concepts: Mapping[str, str],
+    ):
         self.src = src
         self.expected_id = expected_id
         self.known_cause = known_cause
+        self.concepts = concepts
         self.facts: set[str] = set()
         self.fact_operands: list[tuple[str, str]] = []
 
@@ -228,7 +235,8 @@ class _Parser:
     def sig_regex(self, item: dict[str, Any], field: str) -> Signal:
         """``{ regex = '...(?P<name>...)', extract = { name = "bytes" } }``."""
         pattern = self.get(item, "regex", str, f"{field}.regex")
-        compiled = self.compile(pattern, f"{field}.regex")
+        expanded = self.expand(pattern, f"{field}.regex")
+        compiled = self.compile(expanded, f"{field}.regex")
         groups = tuple(sorted(compiled.groupindex, key=compiled.groupindex.get))
         units = self.get(item, "extract", dict, f"{field}.extract", default={})
         for name, unit in units.items():
@@ -238,7 +246,17 @@ class _Parser:
                 self.fail(f"{field}.extract", f"unit of '{name}' must be one of {', '.join(UNITS)}")
         self.facts.update(groups)
         extract = tuple((g, cast(Unit, units.get(g, "str"))) for g in groups)
-        return RegexSignal(field, pattern, compiled, extract, groups, regex_literals(pattern))
+        return RegexSignal(field, pattern, compiled, extract, groups, regex_literals(expanded))
+
+    def expand(self, pattern: str, field: str) -> str:
+        """Put each ``{{concept}}``'s alternation in place (kb/concepts/, diagnose.concepts)."""
+        from diagnose.concepts import REFERENCE_RE, expand
+
+        for m in REFERENCE_RE.finditer(pattern):
+            if m.group(1) not in self.concepts:
+                known = ", ".join(sorted(self.concepts)) or "none"
+                self.fail(field, f"unknown concept '{{{{{m.group(1)}}}}}' (known: {known})")
+        return expand(pattern, dict(self.concepts))
 
     def sig_frame(self, item: dict[str, Any], field: str) -> Signal:
         """``{ frame = "glob", on = "function", arch = "sm_12*", dtype = "fp4*", tile_m = 64 }``."""
@@ -424,6 +442,14 @@ def _arch_attrs() -> frozenset[str]:
     return frozenset(f.name for f in dataclasses.fields(ArchFacts))
 
 
-def parse_rule(src: TomlSource, expected_id: str, known_cause: Callable[[str], bool]) -> Rule:
-    """Validate ``src`` (a rule file expected to hold ``expected_id``) and return its rule."""
-    return _Parser(src, expected_id, known_cause).rule()
+def parse_rule(
+    src: TomlSource,
+    expected_id: str,
+    known_cause: Callable[[str], bool],
+    concepts: Mapping[str, str] | None = None,
+) -> Rule:
+    """Validate ``src`` (a rule file expected to hold ``expected_id``) and return its rule.
+
+    ``concepts`` maps concept names to the alternations ``{{name}}`` stands for in regexes.
+    """
+    return _Parser(src, expected_id, known_cause, concepts or {}).rule()

@@ -43,6 +43,7 @@ _PACKAGE = Path(__file__).resolve().parents[1]
 #: region kinds, arch fact names): editing one invalidates every snapshot.
 _CODE = (
     "kb.py",
+    "concepts.py",
     "model.py",
     "regions.py",
     "tomlsource.py",
@@ -128,7 +129,7 @@ def _walk(folder: str, parts: tuple[str, ...], out: list[tuple[tuple[str, ...], 
 
 def _registry() -> dict[str, type]:
     """Classes a snapshot may hold, by name (imported here: they exist once a load ran)."""
-    from diagnose import kb
+    from diagnose import concepts, kb
     from diagnose.rules import glob, schema
 
     classes: list[type] = [
@@ -152,6 +153,7 @@ def _registry() -> dict[str, type]:
         kb.Gpu,
         kb._NameKey,
         kb.KnowledgeBase,
+        concepts.Concept,
     ]
     return {cls.__qualname__: cls for cls in classes}
 
