@@ -136,6 +136,9 @@ def _diagnose(parsed: Parsed, rule_dirs: Sequence[Path]) -> Diagnosis:
             )
             primary = None
     cause = kb.cause(primary.cause) if primary else None
+    fixes, advice_note = _fixes(cause, parsed, primary, kb)
+    if advice_note:
+        notes.append(advice_note)
     truncated = any(r.truncated for r in parsed.regions)
     fatal = verdict.fatal if primary else unknown_fatal(parsed.regions, ready, lived)
     return Diagnosis(
@@ -153,7 +156,7 @@ def _diagnose(parsed: Parsed, rule_dirs: Sequence[Path]) -> Diagnosis:
         findings=verdict.findings,
         primary=primary,
         cascade=verdict.cascade,
-        fixes=_fixes(cause, parsed, primary),
+        fixes=fixes,
         similar=_similar(kb, parsed.regions, primary),
         version_notes=_version_notes(cause, parsed.context),
         next_steps=_next_steps(cause, primary, truncated, fatal),
@@ -185,23 +188,45 @@ def _informative(region: Region) -> tuple[bool, bool, bool, int]:
     return (named, len(region.frames) > 0, region.kind != "error-line", len(region.message))
 
 
-def _fixes(cause: Cause | None, parsed: Parsed, primary: Finding | None) -> tuple[FixAdvice, ...]:
-    """The knowledge base's fixes for the cause, those for the crash's own stack first."""
+def _fixes(
+    cause: Cause | None, parsed: Parsed, primary: Finding | None, kb: KnowledgeBase
+) -> tuple[tuple[FixAdvice, ...], str]:
+    """The cause's fixes for this log: its stack's first, phrased for its engine (and a note
+    when the log shows no engine); see :mod:`diagnose.advice`."""
     if cause is None:
-        return ()
-    from diagnose.stacks import detect, order_fixes
+        return (), ""
+    from diagnose.advice import tailor
+    from diagnose.stacks import detect, known_stacks, order_fixes
 
     region_texts: list[str] = [e.text for e in primary.evidence] if primary else []
     index = primary.region_index if primary is not None else None
     if index is not None and index < len(parsed.regions):
         region_texts.extend(ln.text for ln in parsed.regions[index].body)
-    ordered = order_fixes(
-        cause.fixes,
-        [f.applies_to for f in cause.fixes],
-        detect(region_texts),
-        detect(ln.text for ln in parsed.lines),
-    )
-    return tuple(FixAdvice(f.title, f.detail, f.flags, f.env, f.config) for f in ordered)
+    # A package version the log prints ("V1 LLM engine (v0.11.0)") shows its stack too.
+    versions = {name.replace("_", "-"): f.value for name, f in parsed.context.versions.items()}
+    region = detect(region_texts)
+    log = detect(ln.text for ln in parsed.lines) | known_stacks().intersection(versions)
+    ordered = order_fixes(cause.fixes, [f.applies_to for f in cause.fixes], region, log)
+    tailored = tailor(ordered, region, log, versions=versions, gpu=_gpu_facts(parsed, kb))
+    advice = tuple(FixAdvice(f.title, f.detail, f.flags, f.env, f.config) for f in tailored.fixes)
+    return advice, tailored.note
+
+
+def _gpu_facts(parsed: Parsed, kb: KnowledgeBase) -> dict[str, str]:
+    """``capability``/``sm``/``arch`` of the one GPU generation the log shows (else none)."""
+    archs = {kb.arch(f.value) for f in parsed.context.archs} | {
+        kb.arch_for_gpu(f.value) for f in parsed.context.gpus
+    }
+    archs.discard(None)
+    if len(archs) != 1:
+        return {}
+    arch = archs.pop()
+    assert arch is not None
+    return {
+        "capability": arch.capability,
+        "sm": arch.arch.removeprefix("sm_"),
+        "arch": arch.arch,
+    }
 
 
 def _signature(region: Region | None) -> str:
