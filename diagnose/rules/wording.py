@@ -7,10 +7,11 @@ some other region, because a region-scoped rule only reads region lines, and a n
 needed an edit to :mod:`diagnose.regions` as well as its rule file.  Here the rule file is
 enough.
 
-Only signals that name a failure by themselves count: a rule's ``any`` signals, or its one
-``all`` signal when it has no ``any``.  A second ``all`` signal is usually context (a
-backend's name beside an OOM) and would make ordinary lines look like errors.  Rules of
-severity ``info`` do not count.
+Only signals that name a failure by themselves count: a rule's one ``text``/``regex``
+``all`` signal when it has exactly one (its ``any`` then says when or where: "capturing CUDA
+graphs" beside an OOM), else its ``any`` signals when ``all`` has none.  With two such
+``all`` signals one is usually context (a backend's name beside an OOM) and would make
+ordinary lines look like errors, so neither counts.  Rules of severity ``info`` do not count.
 
 :class:`RuleWording` answers for many lines at once, in time linear in their length: one
 RE2 pass over the case-folded lines finds those that hold a wording's literal, and only
@@ -39,8 +40,12 @@ def _wording_signals(rule: Rule) -> tuple[Signal, ...]:
     """The signals of ``rule`` that name a failure on their own (see the module docstring)."""
     if rule.severity == "info":
         return ()
-    chosen: Sequence[Signal] = rule.any or (rule.all if len(rule.all) == 1 else ())
-    return tuple(s for s in chosen if isinstance(s, (TextSignal, RegexSignal)))
+    gates = tuple(s for s in rule.all if isinstance(s, (TextSignal, RegexSignal)))
+    if len(gates) == 1:
+        return gates  # the failure; the rule's `any` then says when or where (context)
+    if gates:
+        return ()  # several: which one is the failure and which the context is not known
+    return tuple(s for s in rule.any if isinstance(s, (TextSignal, RegexSignal)))
 
 
 class RuleWording:
