@@ -14,6 +14,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
+from diagnose.nearest import CALIBRATED_PRECISION
 from diagnose.pipeline import Parsed, parse_source, parse_text
 from diagnose.report import Diagnosis, FixAdvice, SimilarCase
 
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from diagnose.context import LogContext
     from diagnose.kb import Cause, KnowledgeBase
     from diagnose.model import Finding, Region
+    from diagnose.nearest import Likely
     from diagnose.regions import Wording
     from diagnose.rules import RuleSet
 
@@ -135,23 +137,33 @@ def _diagnose(parsed: Parsed, rule_dirs: Sequence[Path]) -> Diagnosis:
                 f"a later crash at line {later.lines[0]} is not explained by any rule."
             )
             primary = None
-    cause = kb.cause(primary.cause) if primary else None
+    fatal = verdict.fatal if primary else unknown_fatal(parsed.regions, ready, lived)
+    likely = _likely(parsed.regions, rule_dirs) if primary is None and fatal else None
+    cause_id = primary.cause if primary else (likely.cause if likely else None)
+    cause = kb.cause(cause_id) if cause_id else None
     fixes, advice_note = _fixes(cause, parsed, primary, kb)
     if advice_note:
         notes.append(advice_note)
     truncated = any(r.truncated for r in parsed.regions)
-    fatal = verdict.fatal if primary else unknown_fatal(parsed.regions, ready, lived)
     return Diagnosis(
         source=parsed.source,
         total_lines=parsed.total_lines,
         crashes=parsed.regions,
-        cause=primary.cause if primary else "unknown",
+        cause=cause.id if cause else "unknown",
         fatal=fatal,
-        confidence=primary.confidence if primary else 0.0,
-        tier=primary.tier if primary else None,
-        title=(primary.title if primary else _unknown_title(parsed.regions)),
+        confidence=primary.confidence if primary else (CALIBRATED_PRECISION if likely else 0.0),
+        tier=primary.tier if primary else ("likely" if likely else None),
+        title=(
+            primary.title
+            if primary
+            else f"Likely: {cause.title}"
+            if cause
+            else _unknown_title(parsed.regions)
+        ),
         summary=(primary.summary or (cause.summary if cause else ""))
         if primary
+        else _likely_summary(likely, cause)
+        if likely and cause
         else _unknown_summary(parsed.regions),
         findings=verdict.findings,
         primary=primary,
@@ -160,11 +172,30 @@ def _diagnose(parsed: Parsed, rule_dirs: Sequence[Path]) -> Diagnosis:
         similar=_similar(kb, parsed.regions, primary),
         version_notes=_version_notes(cause, parsed.context),
         next_steps=_next_steps(cause, primary, truncated, fatal),
+        likely=likely,
         server_ready=verdict.server_ready,
         context=parsed.context.to_dict(),
         notes=tuple(notes),
         kb_version=kb.version,
         streamed=parsed.streamed,
+    )
+
+
+def _likely(regions: Sequence[Region], rule_dirs: Sequence[Path]) -> Likely | None:
+    """The nearest known case of the most informative unexplained error (see diagnose.nearest)."""
+    if not regions:
+        return None
+    from diagnose.nearest import library, nearest
+
+    best = max(regions, key=_informative)
+    return nearest(best.message, library(tuple(Path(d) for d in rule_dirs)))
+
+
+def _likely_summary(likely: Likely, cause: Cause) -> str:
+    """Say that no rule matched, what the error resembles and how closely, then the cause."""
+    return (
+        f"No rule matches this error, but it reads like a known case of {cause.id} "
+        f"({likely.resembles}, similarity {likely.score:.0f}/100): {cause.summary}"
     )
 
 
@@ -289,7 +320,7 @@ def _next_steps(
         steps.append("The paste looks cut off: include the complete trace to the last line.")
     if cause is None:
         steps.extend(SURVIVED_NEXT_STEPS if fatal is False else UNKNOWN_NEXT_STEPS)
-    elif primary is not None and primary.tier == "pattern":
+    elif primary is None or primary.tier == "pattern":  # a likely cause, or a pattern match
         steps.extend(cause.verify)
         steps.extend(cause.evidence_to_collect[:2])
     return tuple(dict.fromkeys(steps))

@@ -15,6 +15,7 @@ from diagnose.model import SCHEMA_VERSION, Finding, Region
 from diagnose.records import record
 
 if TYPE_CHECKING:
+    from diagnose.nearest import Likely
     from diagnose.verify.result import Verification
 
 
@@ -93,6 +94,9 @@ class Diagnosis:
     streamed: bool = False
     #: Set by ``verify=True`` / ``--verify``: the verifier's check of the primary finding.
     verification: Verification | None = None
+    #: When no rule matched a fatal error: the nearest known case (``diagnose.nearest``),
+    #: whose cause this verdict then names at tier ``likely``.
+    likely: Likely | None = None
 
     @property
     def known(self) -> bool:
@@ -125,4 +129,5 @@ class Diagnosis:
             "notes": list(self.notes),
             "kb_version": self.kb_version,
             "verification": self.verification.to_dict() if self.verification else None,
+            "likely": self.likely.to_dict() if self.likely else None,
         }

@@ -15,6 +15,8 @@ TIER_WORDS = {
     "hardware": "the numbers in the log agree with the hardware limits",
     "verified": "reproduced on a GPU",
 }
+#: Below "pattern": no rule matched; the error resembles a known case (diagnose.nearest).
+LIKELY_TIER = "likely"
 
 MAX_EVIDENCE_LINES = 8
 MAX_FRAMES = 6
@@ -32,6 +34,8 @@ def headline(d: Diagnosis) -> str:
     if not d.known:
         return "Unknown cause: no rule in the knowledge base matches this crash."
     state = "fatal" if d.fatal else "not fatal"
+    if d.likely is not None:
+        return f"{d.title} [{d.cause}, likely] ({state}; confidence {d.confidence:.2f})"
     tier = f", {d.tier} tier" if d.tier else ""
     return f"{d.title} [{d.cause}] ({state}; confidence {d.confidence:.2f}{tier})"
 
