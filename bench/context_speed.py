@@ -86,15 +86,16 @@ def main() -> None:
     def ungated() -> context.LogContext:
         acc = context._Acc()
         for ln in lines:
-            for _, extractor in context._EXTRACTORS:
+            for _, extractor in context._extractors():
                 extractor(ln.text, ln.number, acc)
         return acc.freeze()
 
     def python_gate() -> context.LogContext:
         acc = context._Acc()
+        table = context._extractors()
         for ln in lines:
-            for i in context._python_gate(ln.text):
-                context._EXTRACTORS[i][1](ln.text, ln.number, acc)
+            for i in context._python_gate(ln.text, table):
+                table[i][1](ln.text, ln.number, acc)
         return acc.freeze()
 
     ungated_s, ungated_ctx = _time(ungated)

@@ -102,9 +102,19 @@ def rule_wording(rule_dirs: Sequence[str | os.PathLike[str]] = ()) -> Wording:
     return wording_of(rules).lines
 
 
-@lru_cache(maxsize=8)
 def _load(rule_dirs: tuple[Path, ...]) -> tuple[KnowledgeBase, RuleSet]:
-    """Load (once per set of extra rule dirs) the knowledge base and the rule base."""
+    """The knowledge base and the rule base for ``rule_dirs`` and the kb folders in force."""
+    from diagnose.rules.loader import ENV_VAR
+    from diagnose.vocab import kb_dirs
+
+    return _load_for(rule_dirs, kb_dirs(), os.environ.get(ENV_VAR, ""))
+
+
+@lru_cache(maxsize=8)
+def _load_for(
+    rule_dirs: tuple[Path, ...], kb_folders: tuple[Path, ...], env_rules: str
+) -> tuple[KnowledgeBase, RuleSet]:
+    """Load (once per set of rule and kb folders) the knowledge base and the rule base."""
     from diagnose.kb import load_kb
     from diagnose.rules import load_rules
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import field
+from functools import lru_cache
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -735,22 +736,16 @@ def _x_versions(text: str, n: int, acc: _Acc) -> None:
 
 # --------------------------------------------------------------------------- readiness
 
-# Phrases printed once a server can take requests.  trtllm-serve and vLLM serve
-# through uvicorn; Triton Inference Server (TensorRT-LLM backend) prints its own.
-READY_PHRASES = (
-    "The server is fired up and ready to roll!",  # sglang http_server.py
-    "Application startup complete.",  # uvicorn (vLLM, sglang, trtllm-serve)
-    "Uvicorn running on",
-    "Started server process",
-    "Starting vLLM API server",
-    "Started HTTPService at",  # tritonserver
-    "Started GRPCInferenceService at",
-    "server is listening on",  # llama.cpp server
-)
+
+def ready_phrases() -> tuple[str, ...]:
+    """Phrases printed once a server can take requests (kb/vocab/ready.toml)."""
+    from diagnose.vocab import vocabulary
+
+    return vocabulary("ready").texts
 
 
 def _x_ready(text: str, n: int, acc: _Acc) -> None:
-    for phrase in READY_PHRASES:
+    for phrase in ready_phrases():
         if phrase in text and phrase not in acc.ready:
             acc.ready[phrase] = Fact(phrase, n)
 
@@ -939,7 +934,55 @@ _Extractor = Callable[[str, int, _Acc], None]
 
 # Each extractor with the literals that gate it.  A literal must occur in every line
 # the extractor can take a fact from; tests check this on every fixture.
-_EXTRACTORS: tuple[tuple[tuple[str, ...], _Extractor], ...] = (
+_Extractors = tuple[tuple[tuple[str, ...], _Extractor], ...]
+
+
+def _extractors() -> _Extractors:
+    """The extractor table for the readiness phrases and GPU names in force (kb data)."""
+    return _extractors_for(ready_phrases(), kb_gpu_names())
+
+
+def kb_gpu_names() -> tuple[str, ...]:
+    """Product names of kb/gpus.toml as nvidia-smi and torch print them (and their aliases).
+
+    The hand-written pattern above reads informal spellings ("2x H100", "RTX 5090"); these
+    exact names make a GPU added to the kb recognised with no code change.  One-word
+    aliases ("Thor") are left to the pattern: alone they are ordinary words.
+    """
+    from diagnose.kb import load_kb
+
+    return _names_of(load_kb())
+
+
+@lru_cache(maxsize=4)
+def _names_of(kb: Any) -> tuple[str, ...]:
+    names = {s for g in kb.gpus for s in (g.name, *g.aliases) if " " in s.strip()}
+    return tuple(sorted(names, key=lambda s: (-len(s), s)))
+
+
+def _x_named_gpus(names: tuple[str, ...]) -> _Extractor:
+    def extract(text: str, n: int, acc: _Acc) -> None:
+        for name in names:
+            at = text.find(name)
+            if at < 0:
+                continue
+            end = at + len(name)
+            if (end < len(text) and text[end].isalnum()) or (at and text[at - 1].isalnum()):
+                continue  # "NVIDIA A10" inside "NVIDIA A10G"
+            if not any(name in known for known in acc.gpus):  # the pattern read it already
+                acc.gpus[name] = Fact(name, n)
+            return  # the longest name that occurs: "RTX 4090 D" and not also "RTX 4090"
+
+    return extract
+
+
+@lru_cache(maxsize=4)
+def _extractors_for(ready: tuple[str, ...], gpu_names: tuple[str, ...] = ()) -> _Extractors:
+    named = ((gpu_names, _x_named_gpus(gpu_names)),) if gpu_names else ()
+    return (*_FIXED_EXTRACTORS[:7], (ready, _x_ready), *named, *_FIXED_EXTRACTORS[7:])
+
+
+_FIXED_EXTRACTORS: _Extractors = (
     (_REPR_OPENERS, _x_repr),
     (("--", "-tp", "-pp", "-dp"), _x_flags),
     (("vllm serve", "trtllm-serve"), _x_positional),
@@ -947,7 +990,6 @@ _EXTRACTORS: tuple[tuple[tuple[str, ...], _Extractor], ...] = (
     (_GPU_LITERALS, _x_gpus),
     (_ARCH_LITERALS, _x_archs),
     (_VERSION_LITERALS, _x_versions),
-    (READY_PHRASES, _x_ready),
     (_MEMORY_LITERALS, _x_memory),
 )
 
@@ -968,34 +1010,40 @@ if TYPE_CHECKING:
 
 
 def __getattr__(name: str) -> Any:
-    """Compute :data:`CONTEXT_LITERALS` on first use (PEP 562).
+    """Compute :data:`CONTEXT_LITERALS` (and ``READY_PHRASES``) on use (PEP 562).
 
     Only big-file scans and streams need it, and deduplicating ~150 literals is
-    quadratic (~0.6 ms, paid by every CLI start when it ran at import).
+    quadratic (~0.6 ms, paid by every CLI start when it ran at import).  Both follow the
+    readiness vocabulary in force (kb data, ``DIAGNOSE_KB_PATH``), so neither is frozen.
     """
+    if name == "READY_PHRASES":
+        return ready_phrases()
     if name != "CONTEXT_LITERALS":
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = _minimal(lit for lits, _ in _EXTRACTORS for lit in lits)
-    globals()[name] = value
-    return value
+    return _context_literals(ready_phrases(), kb_gpu_names())
 
 
-def _python_gate(text: str) -> list[int]:
-    return [i for i, (lits, _) in enumerate(_EXTRACTORS) if any(lit in text for lit in lits)]
+@lru_cache(maxsize=4)
+def _context_literals(ready: tuple[str, ...], gpus: tuple[str, ...]) -> tuple[bytes, ...]:
+    return _minimal(lit for lits, _ in _extractors_for(ready, gpus) for lit in lits)
 
 
-#: The RE2 gate once built (``[None]`` where RE2 is missing): see :func:`_re2_gate`.
-_GATE: list[Callable[[str], list[int] | None] | None] = []
+def _python_gate(text: str, table: _Extractors) -> list[int]:
+    return [i for i, (lits, _) in enumerate(table) if any(lit in text for lit in lits)]
 
 
-def _re2_gate() -> Callable[[str], list[int] | None] | None:
-    """The RE2 gate, built on first call and kept for the process."""
-    if not _GATE:
-        _GATE.append(_build_re2_gate())
-    return _GATE[0]
+#: The RE2 gate of each extractor table once built (``None`` where RE2 is missing).
+_GATE: dict[_Extractors, Callable[[str], list[int] | None] | None] = {}
 
 
-def _build_re2_gate() -> Callable[[str], list[int] | None] | None:
+def _re2_gate(table: _Extractors) -> Callable[[str], list[int] | None] | None:
+    """The RE2 gate of ``table``, built on first call and kept for the process."""
+    if table not in _GATE:
+        _GATE[table] = _build_re2_gate(table)
+    return _GATE[table]
+
+
+def _build_re2_gate(table: _Extractors) -> Callable[[str], list[int] | None] | None:
     """One RE2 multi-pattern pass per line: which extractors' literals occur.
 
     A Python ``any(lit in text ...)`` over ~150 literals costs ~15 us a line; an
@@ -1008,7 +1056,7 @@ def _build_re2_gate() -> Callable[[str], list[int] | None] | None:
     except ImportError:  # pragma: no cover - re2 is a declared dependency
         return None
     gate = re2.Set.SearchSet()
-    for lits, _ in _EXTRACTORS:
+    for lits, _ in table:
         gate.Add("|".join(re.escape(lit) for lit in lits))
     gate.Compile()
     match: Callable[[str], list[int] | None] = gate.Match
@@ -1024,22 +1072,23 @@ PYTHON_GATE_LINES = 64
 def extract_context(lines: Iterable[LogLine]) -> LogContext:
     """Read every line once and return the log-wide facts; never raises, linear time."""
     acc = _Acc()
-    gate = _GATE[0] if _GATE else None
+    table = _extractors()
+    gate = _GATE.get(table)
     for seen, line in enumerate(lines):
         if seen == PYTHON_GATE_LINES and gate is None:
-            gate = _re2_gate()
+            gate = _re2_gate(table)
         text = line.text
         if not isinstance(text, str) or not text:
             continue
         if len(text) > _MAX_SCAN:
             text = text[:_MAX_SCAN]
         if gate is None:
-            hits: list[int] | None = _python_gate(text)
+            hits: list[int] | None = _python_gate(text, table)
         else:
             try:
                 hits = gate(text)
             except UnicodeError:  # lone surrogates from a surrogateescape decode
-                hits = _python_gate(text)
+                hits = _python_gate(text, table)
         for i in sorted(hits or ()):
-            _EXTRACTORS[i][1](text, line.number, acc)
+            table[i][1](text, line.number, acc)
     return acc.freeze()

@@ -733,9 +733,10 @@ def _rules_dir() -> Path | None:
         return None
 
 
-@functools.lru_cache(maxsize=1)
-def _default_kb() -> KnowledgeBase:
-    """The shipped kb: from the on-disk snapshot when no input or code changed since."""
+@functools.lru_cache(maxsize=4)
+def _default_kb(extra: tuple[Path, ...] = ()) -> KnowledgeBase:
+    """The shipped kb (plus ``DIAGNOSE_KB_PATH``'s folders): from the on-disk snapshot when
+    no input or code changed since."""
     from diagnose.rules import snapshot
 
     root, rules_dir = data_dir("kb"), _rules_dir()
@@ -743,12 +744,12 @@ def _default_kb() -> KnowledgeBase:
     key = (
         "kb",
         snapshot.code_stamp(),
-        snapshot.stamps([root, *([rules_dir] if rules_dir else [])]),
+        snapshot.stamps([root, *extra, *([rules_dir] if rules_dir else [])]),
     )
     cached = snapshot.load(key)
     if isinstance(cached, KnowledgeBase):
         return cached
-    kb = _build(root, (), rules_dir)
+    kb = _build(root, extra, rules_dir)
     snapshot.save(key, kb)
     return kb
 
@@ -757,9 +758,14 @@ def load_kb(extra_dirs: Sequence[Path] = (), *, root: Path | None = None) -> Kno
     """Load and validate the knowledge base; the shipped one is parsed once and cached.
 
     ``extra_dirs`` are further folders laid out like ``kb/`` (``causes/*.toml``,
-    optional ``gpus.toml``) whose entries are added; ``root`` replaces the shipped
+    optional ``gpus.toml``, ``concepts/``) whose entries are added, after those the
+    ``DIAGNOSE_KB_PATH`` environment variable names; ``root`` replaces the shipped
     ``kb/`` folder.  Raises :class:`RuleFileError` naming file, line and field.
     """
+    from diagnose.vocab import kb_dirs
+
+    env = kb_dirs()[1:]
     if not extra_dirs and root is None:
-        return _default_kb()
+        return _default_kb(env)
+    extra_dirs = (*env, *extra_dirs)
     return _build(root or data_dir("kb"), tuple(extra_dirs), _rules_dir())

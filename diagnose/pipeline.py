@@ -76,13 +76,13 @@ def _parse_streamed(
     source: str | os.PathLike[str], name: str, wording: Wording | None = None
 ) -> Parsed:
     """Scan a big file with literal prefilters and parse only the candidate windows."""
-    from diagnose.context import READY_PHRASES
+    from diagnose.context import ready_phrases
     from diagnose.ingest.scan import scan
 
     head = normalize(read_text(source, limit=STREAM_HEAD_BYTES))
     head = head[:-1] if head else head  # the last head line may be cut mid-line
     with open_source(source) as stream:
-        result = scan(stream, context_literals=READY_PHRASES)
+        result = scan(stream, context_literals=ready_phrases())
     lines: list[LogLine] = []
     regions: list[Region] = []
     for first_line, raw_lines in result.windows:

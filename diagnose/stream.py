@@ -74,18 +74,31 @@ _BATCH_SECONDS = 0.1
 # Readiness phrases that mean "serving now".  sglang's uvicorn prints "Application startup
 # complete." BEFORE its warm-up request runs (sglang http_server.py _wait_and_warmup), and
 # only "fired up" follows a successful warm-up, so on an sglang log only that one counts.
-_SGLANG_READY = "The server is fired up and ready to roll!"
-# Printed by uvicorn before the app's startup (lifespan) has run, and by vLLM before
-# uvicorn starts: the server is not taking requests yet.
-_EARLY_PHRASES = frozenset({"Started server process", "Starting vLLM API server"})
 _SGLANG_MARKERS = (b"sglang", b"SGLang", b"ServerArgs(")
 
 
 def _ready_phrases() -> tuple[str, ...]:
-    """The readiness phrases the context extractor knows (one list, kept in context.py)."""
-    from diagnose import context
+    """The readiness phrases (kb/vocab/ready.toml, one list for every reader)."""
+    from diagnose.context import ready_phrases
 
-    return context.READY_PHRASES
+    return ready_phrases()
+
+
+def _serving(phrase: str, sglang: bool) -> bool:
+    """Whether ``phrase`` means the server takes requests now.
+
+    A phrase marked ``serving = false`` is printed before that (uvicorn's "Started server
+    process", vLLM's "Starting vLLM API server"); on an sglang log only a phrase marked
+    ``engine = "sglang"`` counts, as uvicorn's lines come before sglang's warm-up.
+    """
+    from diagnose.vocab import vocabulary
+
+    term = vocabulary("ready").search(phrase)
+    if term is None:
+        return False
+    if sglang:
+        return bool(term.attribute("engine") == "sglang")
+    return bool(term.attribute("serving", True))
 
 
 @record
@@ -93,7 +106,7 @@ class Ready:
     """A readiness line: ``phrase`` is the known phrase it contains.
 
     ``serving`` is True when the phrase means the server takes requests now (see
-    ``_EARLY_PHRASES``; on an sglang log only "fired up", which follows the warm-up).
+    :func:`_serving`; on an sglang log only "fired up", which follows the warm-up).
     """
 
     line: int
@@ -471,7 +484,7 @@ class StreamDiagnoser:
             self._complete(out)
             self._last_end = line_no
         phrase = next((p for p, b in self._phrases if b in raw), "")
-        serving = phrase == _SGLANG_READY or (not self._sglang and phrase not in _EARLY_PHRASES)
+        serving = _serving(phrase, self._sglang)
         out.append(Ready(line_no, text.strip(), phrase, serving))
 
     def _context(self) -> LogContext:

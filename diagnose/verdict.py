@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from diagnose.records import record
 from diagnose.rules.engine import TIER_ORDER
+from diagnose.vocab import vocabulary
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -113,26 +114,10 @@ def _within(f: Finding, spans: Sequence[tuple[int, int]]) -> bool:
     return bool(f.evidence) and any(a <= first and last <= b for a, b in spans)
 
 
-# A serving loop's catch block, which reports the exception and goes on with its next step:
-# TensorRT-LLM's executor fails the requests in flight and keeps serving ("Encountered an
-# error in forwardAsync function: ..."; NVIDIA/TensorRT-LLM#2708, #2335), as did its batch
-# manager behind the Triton backend ("Encountered error for requestId 487602187: ...",
-# NVIDIA/TensorRT-LLM#699).  Held-out round 19.  Text Generation Inference's shard logs a
-# failed prefill or decode step ("Method Prefill encountered an error." and its traceback),
-# hands the error to the router for those requests and serves the next batch
-# (huggingface/text-generation-inference#653, a prefill OOM).  Held-out round 31.
-_CAUGHT = re.compile(
-    r"Encountered an error in (?:forwardAsync|forward) function|Encountered error for requestId\b"
-    r"|Method (?:Prefill|Decode) encountered an error"
-)
-# uvicorn's "Exception in ASGI application" is one HTTP request whose handler raised (a client
-# that went away, a request the server refused: vllm-project/vllm#7309, #8709,
-# sgl-project/sglang#19357); the server answers the next one.  Not when the handler only
-# relayed an engine that had died (vLLM's "AsyncEngineDeadError: Background loop has errored
-# already", vllm-project/vllm#10925; or a V1 EngineCore named in it): that engine's death is
-# the crash.  Held-out round 36.
-_ASGI_CATCH = "Exception in ASGI application"
-_ENGINE_DEAD = re.compile(r"EngineDead|Background loop has errored|engine loop has died|EngineCore")
+# What a serving loop says when it caught an error and served on (kb/vocab/caught.toml), what
+# one failed HTTP request looks like (request-failed.toml) unless a dead engine is behind it
+# (engine-dead.toml), what says the program carried on (carried-on.toml) and what says a
+# build gave up after skipping failures (gave-up.toml): data, with the threads they came from.
 
 
 def lived_spans(regions: Sequence[Region], lines: Sequence[LogLine] = ()) -> list[tuple[int, int]]:
@@ -140,14 +125,15 @@ def lived_spans(regions: Sequence[Region], lines: Sequence[LogLine] = ()) -> lis
 
     Those a serving loop reports having caught (an HTTP request's handler included), and
     those right after which it says it carried on (``lines``: "continuing", "Ignoring this
-    choice.", ...; see :data:`_CARRIED_ON`); in both cases only when no other crash region
+    choice.", ...; see kb/vocab/carried-on.toml); in both cases only when no other crash region
     follows (a loop that caught an error and then died of the next one, its thread's own
     traceback, NVIDIA/TensorRT-LLM#5390, did not survive it) and no later line says the
     build gave up on what it had skipped.
     """
+    caught = vocabulary("caught")
     carried_on, gave_up = _program_words(lines)
     lived = [
-        any("ncountered" in ln.text and _CAUGHT.search(ln.text) for ln in r.body)
+        any(caught.any(ln.text) for ln in r.body)
         or _asgi_request_failed(r)
         or any(r.message_line <= n <= r.lines[1] + _CARRIED_ON_SPAN for n in carried_on)
         for r in regions
@@ -167,19 +153,11 @@ def lived_spans(regions: Sequence[Region], lines: Sequence[LogLine] = ()) -> lis
     ]
 
 
-# A builder's word that it found no way left after the failures it skipped.
-_GAVE_UP = re.compile(
-    r"Could not find any implementation for node|\b[Ee]ngine build(?:ing)? failed"
-    r"|Failed to build (?:the )?(?:serialized )?(?:network|engine)"
-)
-
-
 def _asgi_request_failed(region: Region) -> bool:
     """One HTTP request's handler raised inside uvicorn, and no dead engine is behind it."""
     body = region.body
-    return any(_ASGI_CATCH in ln.text for ln in body) and not any(
-        _ENGINE_DEAD.search(ln.text) for ln in body
-    )
+    failed, dead = vocabulary("request-failed"), vocabulary("engine-dead")
+    return any(failed.any(ln.text) for ln in body) and not any(dead.any(ln.text) for ln in body)
 
 
 def _consequences(pool: Sequence[Finding], kb: KnowledgeBase) -> set[str]:
@@ -310,23 +288,6 @@ _ONE_REQUEST = re.compile(r"\bfor request\b|\breq\.rid=|\brequest_id=|\brid=")
 
 
 # The program's own word that it went on after an error it printed.
-_CARRIED_ON = re.compile(
-    r"\bcontinuing\b|\bfalling back\b|\bhas been ignored\b|\bwill be launched without\b"
-    # NVSHMEM after a transport that would not initialise: "WARN: device mlx5_3 cannot
-    # allocate buffer ... Skipping..." (deepseek-ai/DeepEP#303: the test then ran to the end)
-    r"|\bskipping\b"
-    # a fallback named as what is used now: NCCL's "NCCL INFO Using network Socket" after a
-    # transport plugin failed (aws/aws-k8s-tester#454), "..., using default SDPA"
-    r"|\bUsing network Socket\b|\busing (?:the )?default\b"
-    # torch.compile max-autotune: "Runtime error during autotuning: <exc>" then "Ignoring this
-    # choice." after the candidate's logged traceback (pytorch/torchtitan#1437)
-    r"|\bIgnoring this choice\b"
-    # ggml without a usable GPU runs on the CPU: "--gpu-layers option will be ignored" after
-    # "ggml_cuda_init: failed to initialize CUDA: ..." (ggml-org/llama.cpp#10553, #13059), and
-    # Ollama's "offloaded 0/33 layers to GPU" (ollama/ollama#15918).  Held-out round 36.
-    r"|\blayers option will be ignored\b|\boffloaded 0/\d+ layers to GPU\b",
-    re.IGNORECASE,
-)
 # Lines after a region in which such a word still speaks of it.
 _CARRIED_ON_SPAN = 3
 
@@ -336,19 +297,10 @@ def _program_words(lines: Sequence[LogLine]) -> tuple[list[int], int]:
     of the last line saying a build gave up after skipping failures (0 if none)."""
     carried_on: list[int] = []
     gave_up = 0
+    went_on, stopped = vocabulary("carried-on"), vocabulary("gave-up")
     for ln in lines:
-        text = ln.text
-        if (
-            "ontinu" in text
-            or "ignored" in text
-            or "alling back" in text
-            or "without" in text
-            or "kipping" in text
-            or "sing " in text
-            or "gnoring" in text
-            or "offloaded 0/" in text
-        ) and _CARRIED_ON.search(text) is not None:
+        if went_on.any(ln.text):
             carried_on.append(ln.number)
-        if ("implementation" in text or "uild" in text) and _GAVE_UP.search(text) is not None:
+        if stopped.any(ln.text):
             gave_up = ln.number
     return carried_on, gave_up  # fmt: skip

@@ -829,8 +829,8 @@ def test_python_gate_gives_the_same_context(monkeypatch: pytest.MonkeyPatch) -> 
     import diagnose.context as context_mod
 
     expected = ctx_of(*ALL_FIXTURE_LINES)
-    monkeypatch.setattr(context_mod, "_re2_gate", lambda: None)
-    monkeypatch.setattr(context_mod, "_GATE", [])
+    monkeypatch.setattr(context_mod, "_re2_gate", lambda table: None)
+    monkeypatch.setattr(context_mod, "_GATE", {})
     assert ctx_of(*ALL_FIXTURE_LINES) == expected
 
 
@@ -853,7 +853,7 @@ def test_python_and_re2_gates_read_the_same_facts(
     import diagnose.context as context
 
     expected = ctx_of(*ALL_FIXTURE_LINES)
-    monkeypatch.setattr(context, "_GATE", [])
+    monkeypatch.setattr(context, "_GATE", {})
     monkeypatch.setattr(context, "PYTHON_GATE_LINES", gate_after)
     assert ctx_of(*ALL_FIXTURE_LINES) == expected
     assert ctx_of("", *ALL_FIXTURE_LINES, start=0).gpus  # the gate is built on empty lines too

@@ -36,7 +36,7 @@ __all__ = ["code_stamp", "decode", "encode", "load", "memo", "save", "tree_stamp
 FORMAT = 1
 #: Snapshot files kept: the shipped kb and rules plus a few extra rule-dir combinations,
 #: without growing when tests load hundreds of temporary rule sets.
-MAX_ENTRIES = 8
+MAX_ENTRIES = 12
 
 _PACKAGE = Path(__file__).resolve().parents[1]
 #: Sources whose logic decides what a load produces (validation, schema, defaults,
@@ -44,6 +44,7 @@ _PACKAGE = Path(__file__).resolve().parents[1]
 _CODE = (
     "kb.py",
     "concepts.py",
+    "vocab.py",
     "model.py",
     "regions.py",
     "tomlsource.py",
@@ -129,7 +130,7 @@ def _walk(folder: str, parts: tuple[str, ...], out: list[tuple[tuple[str, ...], 
 
 def _registry() -> dict[str, type]:
     """Classes a snapshot may hold, by name (imported here: they exist once a load ran)."""
-    from diagnose import concepts, kb
+    from diagnose import concepts, kb, vocab
     from diagnose.rules import glob, schema
 
     classes: list[type] = [
@@ -154,6 +155,8 @@ def _registry() -> dict[str, type]:
         kb._NameKey,
         kb.KnowledgeBase,
         concepts.Concept,
+        vocab.Term,
+        vocab.Vocabulary,
     ]
     return {cls.__qualname__: cls for cls in classes}
 

@@ -1,0 +1,129 @@
+"""New knowledge is data: a wording, a readiness phrase and a GPU take effect with no code change.
+
+Each is added in a temporary folder (a rules directory, and a kb folder named by
+``DIAGNOSE_KB_PATH``) and seen to change the diagnosis of the same log.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from diagnose import diagnose_text
+from diagnose.errors import RuleFileError
+from diagnose.vocab import ENV_VAR, vocabulary
+
+RULE = """\
+id = "config-error/widget-quota-gave-up"
+cause = "config-error"
+title = "The widget scheduler gave up on its quota"
+severity = "fatal"
+confidence = 0.9
+references = ["example-org/widget#7"]
+summary = "The widget scheduler gave up: quota {quota}."
+
+[match]
+any = [ { regex = 'widget scheduler gave up on quota (?P<quota>\\d+)', extract = { quota = "int" } } ]
+
+[[examples]]
+name = "plain"
+expect = "match"
+log = '''
+widget scheduler gave up on quota 7
+'''
+
+[[examples]]
+name = "fine"
+expect = "no-match"
+log = '''
+widget scheduler kept quota 7
+'''
+"""
+
+READY = """\
+name = "ready"
+description = "readiness of the widget server"
+match = "literal"
+attributes = ["serving", "engine"]
+
+[[entries]]
+text = "Widget server accepting connections"
+examples = ["2026-01-01 10:00:00 Widget server accepting connections on :9000"]
+serving = true
+"""
+
+GPU = """\
+[[gpu]]
+name = "NVIDIA Zeta 9000"
+capability = "12.0"
+memory_gb = [96]
+source = "https://example.org/zeta"
+memory_source = "https://example.org/zeta"
+"""
+
+CRASH = """\
+2026-01-01 09:59:00 using GPU 0: NVIDIA Zeta 9000
+Traceback (most recent call last):
+  File "/srv/widget/main.py", line 12, in <module>
+    run()
+RuntimeError: widget scheduler gave up on quota 7
+"""
+
+SURVIVED = CRASH + "2026-01-01 10:00:00 Widget server accepting connections on :9000\n"
+
+
+@pytest.fixture()
+def folders(tmp_path: Path) -> tuple[Path, Path]:
+    rules = tmp_path / "rules"
+    (rules / "config-error").mkdir(parents=True)
+    (rules / "config-error" / "widget-quota-gave-up.toml").write_text(RULE)
+    kb = tmp_path / "kb"
+    (kb / "vocab").mkdir(parents=True)
+    (kb / "vocab" / "ready.toml").write_text(READY)
+    (kb / "gpus.toml").write_text(GPU)
+    return rules, kb
+
+
+def test_without_the_new_data_none_of_it_is_known(folders: tuple[Path, Path]) -> None:
+    d = diagnose_text(SURVIVED)
+    assert d.cause == "unknown" and d.fatal is True
+    assert "NVIDIA Zeta 9000" not in [g["value"] for g in d.context["gpus"]]
+
+
+def test_a_new_wording_readiness_phrase_and_gpu_each_take_effect(
+    folders: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rules, kb = folders
+    monkeypatch.setenv(ENV_VAR, str(kb))
+    crash = diagnose_text(CRASH, rule_dirs=[rules])
+    assert crash.cause == "config-error" and crash.fatal is True  # the new wording
+    assert "NVIDIA Zeta 9000" in [g["value"] for g in crash.context["gpus"]]  # the new GPU
+    survived = diagnose_text(SURVIVED, rule_dirs=[rules])
+    assert survived.cause == "config-error" and survived.fatal is False  # the new phrase
+    assert survived.server_ready
+
+
+def test_a_broken_vocabulary_fails_naming_file_line_and_field(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "vocab").mkdir()
+    # The entry's text no longer occurs in its example line.
+    broken = READY.replace('text = "Widget server accepting connections"', 'text = "Widget up"')
+    (tmp_path / "vocab" / "ready.toml").write_text(broken)
+    monkeypatch.setenv(ENV_VAR, str(tmp_path))
+    with pytest.raises(RuleFileError) as err:
+        vocabulary("ready")
+    assert err.value.path.endswith("ready.toml")
+    assert err.value.field == "entries[0].examples[0]"
+    assert err.value.line is not None
+
+
+@pytest.mark.parametrize(
+    "name", ["ready", "carried-on", "caught", "engine-dead", "gave-up", "request-failed"]
+)
+def test_every_shipped_vocabulary_loads_with_its_examples(name: str) -> None:
+    vocab = vocabulary(name)
+    assert vocab.terms
+    for term in vocab.terms:
+        assert all(vocab.search(example) is not None for example in term.examples)
