@@ -62,8 +62,9 @@ def diagnose_file(
     verify_level: str = "model",
 ) -> Diagnosis:
     """Diagnose a log file (plain or compressed), ``-`` for stdin, or a binary stream."""
-    wording = rule_wording(rule_dirs)
-    return _verified(_diagnose(parse_source(path, wording), rule_dirs), verify, verify_level)
+    wording, triggers = rule_wording(rule_dirs), rule_triggers(rule_dirs)
+    parsed = parse_source(path, wording, triggers)
+    return _verified(_diagnose(parsed, rule_dirs), verify, verify_level)
 
 
 def _verified(d: Diagnosis, verify: bool, level: str) -> Diagnosis:
@@ -100,6 +101,14 @@ def rule_wording(rule_dirs: Sequence[str | os.PathLike[str]] = ()) -> Wording:
 
     _, rules = _load(tuple(Path(d) for d in rule_dirs))
     return wording_of(rules).lines
+
+
+def rule_triggers(rule_dirs: Sequence[str | os.PathLike[str]] = ()) -> tuple[str, ...]:
+    """The rule base's literals that make a line a candidate in big-file scans and streams."""
+    from diagnose.rules.wording import scan_literals
+
+    _, rules = _load(tuple(Path(d) for d in rule_dirs))
+    return scan_literals(rules)
 
 
 def _load(rule_dirs: tuple[Path, ...]) -> tuple[KnowledgeBase, RuleSet]:

@@ -9,6 +9,7 @@ keeping memory bounded however large the log is.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import BinaryIO
 
 from diagnose.context import LogContext, extract_context
@@ -47,7 +48,9 @@ def parse_text(text: str, source: str = "<text>", wording: Wording | None = None
 
 
 def parse_source(
-    source: str | os.PathLike[str] | BinaryIO, wording: Wording | None = None
+    source: str | os.PathLike[str] | BinaryIO,
+    wording: Wording | None = None,
+    triggers: Sequence[str] = (),
 ) -> Parsed:
     """Run the parse stage on a path, ``-`` (stdin) or a binary file object.
 
@@ -61,7 +64,7 @@ def parse_source(
         except OSError:
             size = 0  # let read_text produce the one-line InputError
         if size > WHOLE_INPUT_LIMIT:
-            return _parse_streamed(source, name, wording)
+            return _parse_streamed(source, name, wording, triggers)
     return parse_text(read_text(source), name, wording)
 
 
@@ -73,16 +76,22 @@ STREAM_HEAD_BYTES = 1 << 20
 
 
 def _parse_streamed(
-    source: str | os.PathLike[str], name: str, wording: Wording | None = None
+    source: str | os.PathLike[str],
+    name: str,
+    wording: Wording | None = None,
+    triggers: Sequence[str] = (),
 ) -> Parsed:
-    """Scan a big file with literal prefilters and parse only the candidate windows."""
+    """Scan a big file with literal prefilters and parse only the candidate windows.
+
+    ``triggers``: the rule base's literals (``diagnose.rules.wording.scan_literals``), any case.
+    """
     from diagnose.context import ready_phrases
     from diagnose.ingest.scan import scan
 
     head = normalize(read_text(source, limit=STREAM_HEAD_BYTES))
     head = head[:-1] if head else head  # the last head line may be cut mid-line
     with open_source(source) as stream:
-        result = scan(stream, context_literals=ready_phrases())
+        result = scan(stream, context_literals=ready_phrases(), folded_triggers=triggers)
     lines: list[LogLine] = []
     regions: list[Region] = []
     for first_line, raw_lines in result.windows:

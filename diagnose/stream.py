@@ -42,6 +42,7 @@ from diagnose.ingest.scan import (
     continues_block,
     literal_pattern,
     search_pool,
+    trigger_pattern,
 )
 from diagnose.records import record
 
@@ -190,9 +191,12 @@ class StreamDiagnoser:
         self.stats = StreamStats()
         phrases = _ready_phrases()
         self._phrases = tuple((p, p.encode()) for p in phrases)
-        self._trigger = re2.compile(literal_pattern(TRIGGERS))
+        from diagnose.api import rule_triggers
+
+        folded = rule_triggers(self.rule_dirs)
+        self._trigger = re2.compile(trigger_pattern(TRIGGERS, folded))
         self._ready = re2.compile(literal_pattern(phrases))
-        self._any = re2.compile(literal_pattern((*TRIGGERS, *phrases)))
+        self._any = re2.compile(trigger_pattern((*TRIGGERS, *phrases), folded))
         from diagnose.context import CONTEXT_LITERALS
 
         self._context_re = re2.compile(literal_pattern(CONTEXT_LITERALS))

@@ -253,21 +253,41 @@ def test_a_huge_python_traceback_keeps_its_head_and_its_exception_line() -> None
 
 def test_every_rule_example_has_a_line_the_scan_sees() -> None:
     # A log over WHOLE_INPUT_LIMIT is only read in windows around trigger lines (and its
-    # head): a rule whose evidence holds no trigger can never fire on a big log.  So a new
-    # rule's matching examples must each show a line with a trigger; add the rule's own
-    # distinctive words to TRIGGERS when they do not.
+    # head): a rule whose evidence holds no trigger can never fire on a big log.  The
+    # triggers are the hand-kept TRIGGERS (the region finder's vocabulary) plus every rule's
+    # literal guard in any case (scan_literals), so each matching example must show one.
     from diagnose.ingest.scan import TRIGGERS
     from diagnose.rules import load_rules
+    from diagnose.rules.wording import scan_literals
 
+    rules = load_rules()
     triggers = [t.decode() for t in TRIGGERS]
+    folded = scan_literals(rules)
     unseen = [
         (rule.id, example.name)
-        for rule in load_rules()
+        for rule in rules
         for example in rule.examples
         if example.expect == "match"
         and not any(t in line for line in example.log.splitlines() for t in triggers)
+        and not any(t in line.lower() for line in example.log.splitlines() for t in folded)
     ]
     assert not unseen
+
+
+def test_rule_literals_make_lines_candidates_in_any_case() -> None:
+    text = (
+        "INFO warming up\nllama_model_load: ERROR LOADING MODEL: unknown model architecture: 'x'\n"
+    )
+    plain = scan(io.BytesIO(text.encode()), triggers=(b"Traceback",), threads=0)
+    assert plain.windows == ()
+    found = scan(
+        io.BytesIO(text.encode()),
+        triggers=(b"Traceback",),
+        folded_triggers=("error loading model",),
+        threads=0,
+    )
+    assert [w.first_line for w in found.windows] == [1]
+    assert any("ERROR LOADING MODEL" in line for w in found.windows for line in w.lines)
 
 
 def test_empty_stream() -> None:

@@ -105,31 +105,9 @@ TRIGGERS: tuple[bytes, ...] = (
     b"too old",
     b"nsupported",  # unsupported, Unsupported
     b"not supported",
-    # What shipped rules match on that no word above covers (tests/test_scan.py checks
-    # that every rule example has a line the scan sees, so a big log keeps the evidence):
-    b"fatal",  # "nvcc fatal   : ...", "fatal error:"
-    b"OOM",  # "[Autotuner]: OOM detected", "DeepEP ... OOMs"
-    b"not compatible",  # torch: "... with CUDA capability sm_120 is not compatible ..."
-    b"not permitted",  # cuMemCreate on fabric memory: "operation not permitted"
-    b"annot allocate",  # "NULL value cannot allocate mlx5dv_devx_uar" (NVSHMEM IBGDA)
-    b"of shared memory",  # "requires N bytes of shared memory but the device supports M"
-    b"tokens=-",  # sglang's negative profiled KV budget: "max_total_num_tokens=-5120"
-    b"profiled value -",  # ... and "is larger than the profiled value -120448"
-    b"stored in KV cache",  # vLLM: max seq len larger than the tokens the KV cache can hold,
-    b"KV cache is needed",  # often pasted without the ValueError that raised it
-    b"Got completion",  # NCCL IB completions with a bad status, no error word
-    b"-isystem :",  # a CUDA path with an empty first PATH entry (":/usr/local/cuda")
-    b"NVRM: Xid",  # the driver's GPU fault reports (dmesg, journald)
-    b"fallen off the bus",
-    b"GPU is lost",
-    b"Signal (",  # Triton Inference Server: "Signal (11) received."
-    b"than is available",  # ollama: "model requires more system memory (...) than is ..."
-    b"gated repo",  # huggingface_hub: "Cannot access gated repo for url ..."
-    b"reserved for KV Cache is -",  # vLLM V0's negative KV budget, an INFO line
-    b"limited KV cache memory",  # TurboMind: "`session_len` truncated to N due to limited ..."
-    b"free space in the KV cache",  # llama.cpp server retrying with a smaller batch (a warning)
-    b"not enough KV cache space",  # vLLM preempting requests (a warning)
-    b"Retract requests",  # SGLang: "KV cache pool is full. Retract requests."
+    b"OOM",  # the region finder's \bOOM\b: "[Autotuner]: OOM detected", "DeepEP ... OOMs"
+    # What rules match beyond these words is not listed here: scan() and the stream add
+    # every rule's literal guard, in any case (diagnose.rules.wording.scan_literals).
 )
 
 #: A starting set for ``context_literals``: lines that carry log-wide facts.
@@ -238,6 +216,18 @@ def literal_pattern(literals: Iterable[bytes | str]) -> bytes:
     return b"|".join(re.escape(p) for p in parts if p)
 
 
+def trigger_pattern(exact: Iterable[bytes | str], folded: Iterable[bytes | str] = ()) -> bytes:
+    """The trigger alternation: ``exact`` literals as written, ``folded`` ones in any case.
+
+    ``folded`` are the rule base's literal guards (``diagnose.rules.wording.scan_literals``),
+    which are case-folded; the hand-kept ``TRIGGERS`` stay case-sensitive on purpose.
+    """
+    strict, loose = literal_pattern(exact), literal_pattern(folded)
+    if not loose:
+        return strict
+    return (strict + b"|" if strict else b"") + b"(?i:" + loose + b")"
+
+
 class _Windows:
     """Kept windows under a byte budget: the head is kept, the newest tail after it."""
 
@@ -303,6 +293,7 @@ def scan(
     max_window_lines: int = 20_000,
     max_bytes: int = 32 * 1024 * 1024,
     triggers: Sequence[bytes | str] = TRIGGERS,
+    folded_triggers: Sequence[str] = (),
     threads: int | None = None,
 ) -> ScanResult:
     """Read ``stream`` to the end and return the windows around its candidate error lines.
@@ -319,12 +310,13 @@ def scan(
     options = re2.Options()
     options.never_capture = True
     trig = [t.encode() if isinstance(t, str) else t for t in triggers if t]
+    loose = [t.encode() for t in folded_triggers if t]
     ctx = [c.encode() if isinstance(c, str) else c for c in context_literals if c]
     scanner = _Scanner(
         # one pass finds both sets; the matched literal says which set it came from
-        re2.compile(literal_pattern([*trig, *ctx]), options=options),
-        frozenset(trig),
-        re2.compile(literal_pattern(trig), options=options),
+        re2.compile(trigger_pattern([*trig, *ctx], loose), options=options),
+        frozenset(trig) | frozenset(t.lower() for t in loose),
+        re2.compile(trigger_pattern(trig, loose), options=options),
         re2.compile(literal_pattern(ctx), options=options) if ctx else None,
         max(0, before),
         max(0, after),
@@ -416,7 +408,8 @@ class _Scanner:
                 break
             start = buf.rfind(b"\n", pos, m.start()) + 1 or pos
             line_no += buf.count(b"\n", pos, start)
-            if m.group() not in self.trigger_set:
+            found = m.group()
+            if found not in self.trigger_set and found.lower() not in self.trigger_set:
                 # a context literal came first on this line; a trigger may still follow
                 stop = buf.find(b"\n", m.start())
                 self._note_context(line_no, buf[start:stop])

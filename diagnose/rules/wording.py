@@ -28,7 +28,7 @@ from typing import Any
 from diagnose.rules.prefilter import signal_literals
 from diagnose.rules.schema import RegexSignal, Rule, Signal, TextSignal
 
-__all__ = ["RuleWording", "wording_of"]
+__all__ = ["RuleWording", "scan_literals", "wording_of"]
 
 #: Only this many leading characters of a line are tested (the region finder's window).
 WINDOW = 2048
@@ -122,6 +122,42 @@ class RuleWording:
                 elif isinstance(signal, RegexSignal) and signal.compiled.search(text):
                     return True
         return False
+
+
+def scan_literals(rules: Any) -> tuple[str, ...]:
+    """Case-folded literals the big-file scan and the stream must treat as candidate lines.
+
+    Every rule's literal guard (``diagnose.rules.prefilter.rule_guard``: one of them is in any
+    log the rule matches), so a new rule's lines are seen in a 1 GB log with no edit to the
+    scanner.  Info rules add none; a literal that holds a shorter one is implied by it.  A
+    guard too short to say anything alone (" per ", "70") is left out: it would make
+    healthy lines candidates by the million, and its rule's lines carry other triggers.
+    """
+    from diagnose.rules.prefilter import rule_guard
+
+    derived: dict[str, Any] = rules.derived
+    found = derived.get("scan_literals")
+    if found is None:
+        lits = {
+            lit
+            for rule in rules
+            if rule.severity != "info"
+            for lit in rule_guard(rule) or ()
+            if lit.isascii() and _telling(lit)
+        }
+        ordered = sorted(lits, key=lambda s: (len(s), s))
+        kept: list[str] = []
+        for lit in ordered:
+            if not any(k in lit for k in kept):
+                kept.append(lit)
+        found = derived.setdefault("scan_literals", tuple(sorted(kept)))
+    return found  # type: ignore[no-any-return]
+
+
+def _telling(literal: str) -> bool:
+    """A literal long and wordy enough to mark a line on its own."""
+    core = literal.strip()
+    return len(core) >= 8 and sum(ch.isalpha() for ch in core) >= 6
 
 
 def wording_of(rules: Any) -> RuleWording:
