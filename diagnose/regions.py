@@ -29,6 +29,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from diagnose.elastic_report import MAX_REPORT_LINES, opens_report, read_report
@@ -39,7 +40,7 @@ from diagnose.frames.pytest_report import ends_failure, opens_section
 from diagnose.frames.pytest_report import is_error_line as is_pytest_error
 from diagnose.frames.pytest_report import is_frame_line as is_pytest_frame
 from diagnose.frames.pytest_report import is_header as is_pytest_header
-from diagnose.lazyre import LazyPattern, lazy
+from diagnose.lazyre import lazy
 from diagnose.model import Frame, LogLine, Region
 from diagnose.records import record
 
@@ -215,214 +216,43 @@ _TACTIC_RE = lazy(
 
 # Literal pre-tests: a line that contains none of these is not an error line, and the
 # regexes below never run on it.  Chosen so every pattern below contains one of them.
-_ERR_LITERALS = (
-    "rror",
-    "nvshmem",
-    "NVSHMEM API",
-    "RROR",
-    "xception",
-    "fail",
-    "Fail",
-    "FAIL",
-    "ssert",
-    "SSERT",
-    " fault",
-    "Fault",
-    "segfault",
-    "Killed",
-    "bort",
-    "OutOfMemory",
-    "enough memory",
-    "OOM",
-    "out of",
-    "imeout",
-    "timed out",
-    "TIMEOUT",
-    "illegal",
-    "misaligned",
-    "kernel image",
-    "invalid device",
-    "STATUS_",
-    "NCCL",
-    "nccl",
-    "resource",
-    "Resource",
-    "RESOURCE",
-    "anick",
-    "atchdog",
-    "too old",
-    "is too",
-    "than the",
-    "toolchain",
-    "compatibility",
-    "tactic",
-    "profile configuration",
-    "valid GEMM config",
-    "SIGSEGV",
-    "SIGABRT",
-    "SIGBUS",
-    "SIGILL",
-    "SIGKILL",
-    "signal",
-    "core dumped",
-    "Illegal instruction",
-    "status:",
-    "not supported",
-    "unsupported",
-    "Unsupported",
-    "No space left",
-    "EP_HOST_ASSERT",
-    "current devices",
-    "Got completion",
-    "Xid",
-    "fallen off",
-    "GPU is lost",
-    "Signal (",
-    "than is available",
-    "gated repo",
-    "died unexpectedly",
-)
 
-# (kind, weight, pattern): the first pattern of the highest weight decides a line's kind.
-# Weight 3 names a specific failure, 2 a subsystem error, 1 a generic fatal-looking word.
-_VOCAB: tuple[tuple[str, int, LazyPattern], ...] = (
-    ("trtllm-error", 3, lazy(r"\[TensorRT-LLM\]\[ERROR\].*(?:Assertion failed|rror)")),
-    ("trtllm-error", 2, lazy(r"\[TensorRT-LLM\]\[ERROR\]|\[TRT-LLM\] \[E\]")),
-    (
-        "nvshmem-error",
-        3,
-        lazy(
-            r"nvshmem\S*:\d+:?.{0,80}?(?:non-zero status|error status|failed)"
-            r"|NVSHMEMX?_ERROR_\w+|\bnvshmem\w*: .{0,40}(?:error|failed)"
-            # NVSHMEM's error print, "file:function:line: message", whatever the message says
-            # ("bootstrap_uid.cpp:bootstrap_net_recv:99: Message truncated : received 36
-            # bytes instead of 1", the first line of sgl-project/sglang#5376's failure)
-            r"|nvshmem\S*\.(?:cpp|cu|cc|c|h):\w+:\d+: \S"
-            r"|NVSHMEM API called before NVSHMEM initialization",
-            re.IGNORECASE,
-        ),
-    ),
-    (
-        "triton-error",
-        3,
-        lazy(
-            r"triton\.[\w.]*(?:OutOfResources|CompilationError|PTXASError|Error)"
-            r"|out of resource: shared memory|OutOfResources|PassManager::run failed"
-            r"|PTXAS error|ptxas (?:error|fatal)\b"
-            # ptxas naming the JIT's temp file: "ptxas /tmp/tmpab12.ptx, line 661; error : ..."
-            # (vllm-project/vllm#15511); the line carries no other error word.  Older Triton
-            # named it without an extension ("ptxas /tmp/compile-ptx-src-38292b, line 100;
-            # error : Feature '.bf16' requires .target sm_80 or higher", unslothai/unsloth#501).
-            r"|ptxas \S+, line \d+; error"
-        ),
-    ),
-    (
-        "nccl-error",
-        3,
-        lazy(
-            r"NCCL error|nccl(?:Unhandled\w+|System|Internal|InvalidArgument|InvalidUsage"
-            r"|Remote)Error|NCCL WARN .{0,200}?(?:fail|rror|imeout|bort)|DistBackendError"
-            r"|NCCL communicator was aborted"
-            # nccl-tests' NCCLCHECK: "Test NCCL failure common.cu:1204 'unhandled cuda error ...'"
-            # (NVIDIA/nccl-tests#322), and an IB work completion that failed, which NCCL words
-            # as "Got completion from peer X with status=12 ... vendor err 129" with no error
-            # word (NVIDIA/nccl#1814, plugins call themselves NET/IBP or NET/IBext).
-            r"|NCCL failure \S+:\d+ '"
-            r"|NET/IB\w*\s?:\s?Got completion (?:from peer \S+ )?with (?:error \d|status=[1-9])"
-        ),
-    ),
-    (
-        "cuda-error",
-        3,
-        lazy(
-            r"illegal memory access|misaligned address|unspecified launch failure"
-            r"|no kernel image is available|invalid device function|device-side assert"
-            r"|CUBLAS_STATUS_(?!SUCCESS)\w+|CUDNN_STATUS_(?!SUCCESS)\w+|CUSPARSE_STATUS_\w+"
-            r"|CUDA_ERROR_\w+|cudaError(?!Success)[A-Z]\w+|CUDA out of memory"
-            r"|driver (?:on your system )?is too old|driver version is insufficient"
-            r"|forward compatibility was attempted|unsupported toolchain|illegal instruction"
-            r"|an illegal \w+ was encountered|invalid resource handle"
-            # ROCm/HIP names for the same failures: hipError* codes, hipBLAS/HSA statuses, the
-            # GPU page fault, and a build without the device's gfx code object
-            r"|hipError(?!Success)[A-Z]\w+|HIPBLAS_STATUS_(?!SUCCESS)\w+|HSA_STATUS_ERROR\w*"
-            r"|Memory access fault by GPU|code object for all current devices"
-            r"|Cou?ldn.t find binary for current devices"
-            # The driver's own report in dmesg/journald: "NVRM: Xid (PCI:0000:3b:00): 31, ...",
-            # and a GPU that dropped off PCIe (Xid 79) as nvidia-smi words it afterwards.
-            r"|NVRM: Xid \(|GPU has fallen off the bus|GPU is lost"
-        ),
-    ),
-    (
-        "cuda-error",
-        2,
-        lazy(
-            r"CUDA (?:error|Error|ERROR|failure|runtime error)|Cuda failure|cuda failed"
-            r"|CUDA Runtime Error|CUresult|cuMem\w+ failed|cublas\w* failed"
-            r"|HIP (?:error|Error|ERROR|failure|runtime error)|hip[A-Z]\w* failed"
-        ),
-    ),
-    (
-        "nccl-error",
-        3,
-        lazy(
-            r"Watchdog caught collective operation timeout|watchdog thread terminated"
-            r"|detected by watchdog|Some NCCL operations have failed or timed out"
-            r"|Timeout at NCCL work|[Hh]eartbeat monitor timed out"
-        ),
-    ),
-    (
-        "sanitizer",
-        3,
-        lazy(r":\d+(?::\d+)?: runtime error: |\w+Sanitizer: |COMPUTE-SANITIZER"),
-    ),
-    (
-        "error-line",
-        3,
-        lazy(
-            r"out of memory|OutOfMemory|\bOOM\b|RESOURCE_EXHAUSTED|Not enough memory"
-            r"|EP_HOST_ASSERT|Assertion .{0,400}?failed|Assertion failed|GGML_ASSERT"
-            r"|:\s*Assertion [`']"  # glibc assert(): "file:12: f: Assertion `x' failed."
-            # DeepEP's host checks as pasted: "Assertion error  num_max_nvl_chunked_recv_tokens
-            # / num_rdma_ranks > ..." (deepseek-ai/DeepEP#518)
-            r"|^Assertion error\b"
-            r"|Error Internal|out of resource|Segmentation fault|core dumped|Bus error"
-            r"|Floating point exception|Illegal instruction|\bSIG(?:SEGV|ABRT|BUS|ILL|KILL|FPE)\b"
-            r"|^Killed\b|\bKilled\s+\S|panicked at|No space left on device"
-            r"|Skipping tactic|Cannot profile configuration|not found any valid \w+ config"
-            r"|[Ff]atal error|Error building extension|build stopped: subcommand failed"
-            # ollama: "model requires more system memory (<N> GiB) than is available (<N> GiB)"
-            r"|requires more (?:system |host )?memory \([^)]{1,20}\) than is available"
-            # huggingface_hub's GatedRepoError text, often pasted without its traceback
-            r"|Cannot access gated repo\b"
-            # Triton Inference Server's handler: "Signal (11) received." before its stack
-            r"|^Signal \(\d{1,2}\) received"
-            # Open MPI: "mpirun noticed that process rank 6 with PID 0 on node n1 exited on
-            # signal 9 (Killed)." (NVIDIA/TensorRT-LLM#1700)
-            r"|\bexited on signal \d{1,2}\b"
-            # PyTorch's terminate handler on Windows, before its backtrace
-            # (NVIDIA/TensorRT-LLM#2540)
-            r"|Unhandled exception caught in c10/util/AbortHandler"
-        ),
-    ),
-    (
-        "error-line",
-        2,
-        lazy(
-            r"(?:^|[\s:\[(`'\"])(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)(?::|\s*$)"
-            r"|^AssertionError|(?:^|[):]\s*)error:|^Error:\s*\S|^FAILED:|\[E\]|\bERROR\b"
-            r"|\b(?:[Ff]ailed|FAILED)(?::|\s+(?:to|with|in|at)\b)"
-            r"|\b(?:not supported|unsupported|Unsupported)\b.{0,80}"
-            r"\b(?:arch|architecture|sm_?\d+|GPU|device)"
-            r"|\b[A-Z]\w* Error!|\bis too (?:small|SMALL|large|LARGE)\b"
-            r"|\bis (?:larger|greater) than the (?:profiled|maximum|derived)\b"
-            # vLLM's executor: "Worker proc VllmWorker-1 died unexpectedly, shutting down
-            # executor." carries no error word once its ERROR prefix is stripped
-            # (vllm-project/vllm#23582); Ray words an actor's death the same way.
-            r"|\bdied unexpectedly\b"
-        ),
-    ),
-    ("error-line", 1, lazy(r"\b(?:failed|FAILED|Aborted|abort)\b|imed? ?out\b")),
-)
+# The error vocabulary is data (kb/vocab/error-lines.toml): each entry a pattern, the region
+# kind it opens and its weight (3 names a specific failure, 2 a subsystem error, 1 a generic
+# fatal-looking word); the first entry of the highest weight decides a line's kind.  Its
+# literal prefilter is derived from the patterns (diagnose.rules.prefilter.regex_literals).
+
+
+#: ``(kind, weight, pattern)`` groups, and the literals of the prefilter.
+_Table = tuple[tuple[tuple[str, int, "re.Pattern[str]"], ...], tuple[str, ...]]
+
+
+@lru_cache(maxsize=4)
+def _vocab_table(dirs: tuple[Any, ...]) -> _Table:
+    """The error vocabulary in force: ``(kind, weight, pattern)`` groups in file order, and
+    the lower-cased literals one of which every match contains."""
+    from diagnose.rules.prefilter import regex_literals
+    from diagnose.vocab import vocabulary
+
+    terms = vocabulary("error-lines").terms
+    groups: list[tuple[str, int, list[str]]] = []
+    literals: set[str] = set()
+    for term in terms:
+        kind, weight = str(term.attribute("kind")), int(term.attribute("weight"))
+        if groups and groups[-1][:2] == (kind, weight):
+            groups[-1][2].append(term.text)
+        else:
+            groups.append((kind, weight, [term.text]))
+        literals |= {lit.lower() for lit in regex_literals(term.text) or (term.text.lower(),)}
+    table = tuple((k, w, re.compile("|".join(f"(?:{x})" for x in xs))) for k, w, xs in groups)
+    return table, tuple(sorted(literals, key=lambda s: (len(s), s)))
+
+
+def _vocabulary() -> _Table:
+    from diagnose.vocab import kb_dirs
+
+    return _vocab_table(kb_dirs())
+
 
 # --- prose --------------------------------------------------------------------------------------
 
@@ -605,12 +435,11 @@ def _is_long_glibc_frame(window: str, text: str) -> bool:
 _GLIBC_TAIL = 64
 _GLIBC_TAIL_RE = lazy(rf"[^\s()]\+{_HEX}\)\s*\[{_HEX}\]\s*$")
 
-_ERR_LITERAL_RE = lazy("|".join(re.escape(lit) for lit in _ERR_LITERALS))
-
 
 def _has_err_literal(t: str) -> bool:
     """Cheap pre-test: does ``t`` contain any literal that the error vocabulary needs?"""
-    return _ERR_LITERAL_RE.search(t) is not None
+    folded = t.lower()
+    return any(lit in folded for lit in _vocabulary()[1])
 
 
 #: Up to this many characters, plain ``in`` tests find the error literals faster than
@@ -627,16 +456,17 @@ def _literal_lines(texts: Sequence[str]) -> list[bool]:
     hit, so it stays linear.  UTF-8 never puts a ``\\n`` byte inside a character, so byte
     newlines still separate the texts.  A small input is tested literal by literal.
     """
-    if not _AUTOMATON and sum(min(len(t), _WINDOW) for t in texts) <= SMALL_TEXT:
-        windows = (t[:_WINDOW].replace("\n", " ") for t in texts)  # as the automaton sees them
-        return [any(lit in w for lit in _ERR_LITERALS) for w in windows]
+    literals = _vocabulary()[1]
+    if literals not in _AUTOMATON and sum(min(len(t), _WINDOW) for t in texts) <= SMALL_TEXT:
+        windows = (t[:_WINDOW].replace("\n", " ").lower() for t in texts)  # as the automaton
+        return [any(lit in w for lit in literals) for w in windows]
     import re2  # lazy: the CLI's --help path must not pay for it
 
     flags = [False] * len(texts)
     joined = "\n".join(
         (t[:_WINDOW].replace("\n", " ") if "\n" in t else t[:_WINDOW]) for t in texts
     ).encode("utf-8", errors="replace")
-    search = _literal_automaton(re2).search
+    search = _literal_automaton(re2, literals).search
     pos, index = 0, 0
     while True:
         m = search(joined, pos)
@@ -651,17 +481,18 @@ def _literal_lines(texts: Sequence[str]) -> list[bool]:
     return flags
 
 
-_AUTOMATON: list[Any] = []
+_AUTOMATON: dict[tuple[str, ...], Any] = {}
 
 
-def _literal_automaton(re2: Any) -> Any:
-    """The compiled RE2 alternation of ``_ERR_LITERALS`` (built once, on first use)."""
-    if not _AUTOMATON:
+def _literal_automaton(re2: Any, literals: tuple[str, ...]) -> Any:
+    """The compiled RE2 alternation of the error vocabulary's literals, any case (built once)."""
+    if literals not in _AUTOMATON:
         options = re2.Options()
         options.never_capture = True
-        pattern = b"|".join(re.escape(lit.encode()) for lit in _ERR_LITERALS)
-        _AUTOMATON.append(re2.compile(pattern, options=options))
-    return _AUTOMATON[0]
+        options.case_sensitive = False
+        pattern = b"|".join(re.escape(lit.encode()) for lit in literals)
+        _AUTOMATON[literals] = re2.compile(pattern, options=options)
+    return _AUTOMATON[literals]
 
 
 def _vocab(text: str) -> tuple[str, int] | None:
@@ -670,7 +501,7 @@ def _vocab(text: str) -> tuple[str, int] | None:
     if not _has_err_literal(t):
         return None
     best: tuple[str, int] | None = None
-    for kind, weight, pattern in _VOCAB:
+    for kind, weight, pattern in _vocabulary()[0]:
         if best is not None and weight <= best[1]:
             continue
         if pattern.search(t):

@@ -852,9 +852,9 @@ def test_small_and_large_inputs_flag_the_same_error_lines(monkeypatch: pytest.Mo
         "x" * (regions._WINDOW + 10) + "Error past the window",
         "",
     ]
-    monkeypatch.setattr(regions, "_AUTOMATON", [])  # not built yet, as in a fresh CLI run
+    monkeypatch.setattr(regions, "_AUTOMATON", {})  # not built yet, as in a fresh CLI run
     small = regions._literal_lines(texts)
-    assert regions._AUTOMATON == []
+    assert regions._AUTOMATON == {}
     monkeypatch.setattr(regions, "SMALL_TEXT", -1)
     assert regions._literal_lines(texts) == small
     assert small[:3] == [False, True, True] and small[5] is False
