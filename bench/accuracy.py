@@ -119,6 +119,8 @@ def report(
         1 for _, want, have, _ in misses if have == "unknown" and want != "unknown"
     )
     print(f"'unknown' given a known cause: {unknown_given_known}")
+    wrong = sum(1 for _, _, have, _ in misses if have != "unknown")
+    print(f"a wrong cause named: {wrong}/{total} = {wrong / total:.1%} (target <= 3%)")
     print()
     print("| cause | cases | precision | recall |")
     print("|---|---:|---:|---:|")
