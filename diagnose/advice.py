@@ -68,8 +68,14 @@ class Tailored:
 
 @lru_cache(maxsize=1)
 def catalogues() -> Mapping[str, Catalogue]:
-    """The engine catalogues of ``kb/stacks.toml`` (validated; an error names file and line)."""
-    return _read(data_dir("kb") / "stacks.toml")
+    """The engine catalogues of ``kb/stacks.toml`` (validated; an error names file and line).
+
+    Read back from the snapshot while neither the file nor this module changed.
+    """
+    from diagnose.rules.snapshot import memo
+
+    path = data_dir("kb") / "stacks.toml"
+    return memo("engines", (path, Path(__file__)), lambda: _read(path))
 
 
 def _read(path: Path) -> Mapping[str, Catalogue]:
@@ -146,12 +152,12 @@ def _names_failed_part(flag: str, failed: frozenset[str]) -> bool:
 
 def _admitted(flag: str, engine: str, version: str | None, cats: Mapping[str, Catalogue]) -> bool:
     """The flag exists in the engine release the log shows (unknown release: yes)."""
-    if version is None:
-        return True
-    from diagnose.versions import is_before
-
     cat, name = cats[engine], flag.split()[0]
     since, until = cat.since.get(name), cat.until.get(name)
+    if version is None or (since is None and until is None):
+        return True
+    from diagnose.versions import is_before  # ~2 ms: only for a flag with a release range
+
     if since is not None and is_before(version, since) is True:
         return False
     return not (until is not None and is_before(version, until) is False)

@@ -14,7 +14,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
-from diagnose.nearest import CALIBRATED_PRECISION
 from diagnose.pipeline import Parsed, parse_source, parse_text
 from diagnose.report import Diagnosis, FixAdvice, SimilarCase
 
@@ -62,8 +61,8 @@ def diagnose_file(
     verify_level: str = "model",
 ) -> Diagnosis:
     """Diagnose a log file (plain or compressed), ``-`` for stdin, or a binary stream."""
-    wording, triggers = rule_wording(rule_dirs), rule_triggers(rule_dirs)
-    parsed = parse_source(path, wording, triggers)
+    # The scan triggers are only needed for a file big enough to be scanned in windows.
+    parsed = parse_source(path, rule_wording(rule_dirs), lambda: rule_triggers(rule_dirs))
     return _verified(_diagnose(parsed, rule_dirs), verify, verify_level)
 
 
@@ -170,7 +169,7 @@ def _diagnose(parsed: Parsed, rule_dirs: Sequence[Path]) -> Diagnosis:
         crashes=parsed.regions,
         cause=cause.id if cause else "unknown",
         fatal=fatal,
-        confidence=primary.confidence if primary else (CALIBRATED_PRECISION if likely else 0.0),
+        confidence=primary.confidence if primary else (_likely_confidence() if likely else 0.0),
         tier=primary.tier if primary else ("likely" if likely else None),
         title=(
             primary.title
@@ -208,6 +207,12 @@ def _likely(regions: Sequence[Region], rule_dirs: Sequence[Path]) -> Likely | No
 
     best = max(regions, key=_informative)
     return nearest(best.message, library(tuple(Path(d) for d in rule_dirs)))
+
+
+def _likely_confidence() -> float:
+    from diagnose.nearest import CALIBRATED_PRECISION
+
+    return CALIBRATED_PRECISION
 
 
 def _likely_summary(likely: Likely, cause: Cause) -> str:

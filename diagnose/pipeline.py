@@ -9,7 +9,7 @@ keeping memory bounded however large the log is.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import BinaryIO
 
 from diagnose.context import LogContext, extract_context
@@ -50,7 +50,7 @@ def parse_text(text: str, source: str = "<text>", wording: Wording | None = None
 def parse_source(
     source: str | os.PathLike[str] | BinaryIO,
     wording: Wording | None = None,
-    triggers: Sequence[str] = (),
+    triggers: Callable[[], Sequence[str]] | None = None,
 ) -> Parsed:
     """Run the parse stage on a path, ``-`` (stdin) or a binary file object.
 
@@ -64,7 +64,7 @@ def parse_source(
         except OSError:
             size = 0  # let read_text produce the one-line InputError
         if size > WHOLE_INPUT_LIMIT:
-            return _parse_streamed(source, name, wording, triggers)
+            return _parse_streamed(source, name, wording, triggers() if triggers else ())
     return parse_text(read_text(source), name, wording)
 
 

@@ -30,6 +30,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import lru_cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from diagnose.elastic_report import MAX_REPORT_LINES, opens_report, read_report
@@ -40,7 +41,7 @@ from diagnose.frames.pytest_report import ends_failure, opens_section
 from diagnose.frames.pytest_report import is_error_line as is_pytest_error
 from diagnose.frames.pytest_report import is_frame_line as is_pytest_frame
 from diagnose.frames.pytest_report import is_header as is_pytest_header
-from diagnose.lazyre import lazy
+from diagnose.lazyre import LazyPattern, lazy
 from diagnose.model import Frame, LogLine, Region
 from diagnose.records import record
 
@@ -224,27 +225,36 @@ _TACTIC_RE = lazy(
 
 
 #: ``(kind, weight, pattern)`` groups, and the literals of the prefilter.
-_Table = tuple[tuple[tuple[str, int, "re.Pattern[str]"], ...], tuple[str, ...]]
+_Table = tuple[tuple[tuple[str, int, LazyPattern], ...], tuple[str, ...]]
+_Plain = tuple[tuple[tuple[str, int, str], ...], tuple[str, ...]]
 
 
 @lru_cache(maxsize=4)
-def _vocab_table(dirs: tuple[Any, ...]) -> _Table:
-    """The error vocabulary in force: ``(kind, weight, pattern)`` groups in file order, and
-    the lower-cased literals one of which every match contains."""
+def _vocab_table(dirs: tuple[Path, ...]) -> _Table:
+    """The error vocabulary in force: ``(kind, weight, pattern)`` groups in file order (each
+    compiled on first use), and the lower-cased literals one of which every match contains.
+    Derived once per change of the vocabulary files and kept in the snapshot."""
+    from diagnose.rules.snapshot import memo
+
+    files = [f for d in dirs if (f := d / "vocab" / "error-lines.toml").is_file()]
+    plain: _Plain = memo("error-lines", (*files, Path(__file__)), _plain_table)
+    return tuple((k, w, lazy(p)) for k, w, p in plain[0]), plain[1]
+
+
+def _plain_table() -> _Plain:
     from diagnose.rules.prefilter import regex_literals
     from diagnose.vocab import vocabulary
 
-    terms = vocabulary("error-lines").terms
     groups: list[tuple[str, int, list[str]]] = []
     literals: set[str] = set()
-    for term in terms:
+    for term in vocabulary("error-lines").terms:
         kind, weight = str(term.attribute("kind")), int(term.attribute("weight"))
         if groups and groups[-1][:2] == (kind, weight):
             groups[-1][2].append(term.text)
         else:
             groups.append((kind, weight, [term.text]))
         literals |= {lit.lower() for lit in regex_literals(term.text) or (term.text.lower(),)}
-    table = tuple((k, w, re.compile("|".join(f"(?:{x})" for x in xs))) for k, w, xs in groups)
+    table = tuple((k, w, "|".join(f"(?:{x})" for x in xs)) for k, w, xs in groups)
     return table, tuple(sorted(literals, key=lambda s: (len(s), s)))
 
 

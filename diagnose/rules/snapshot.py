@@ -130,7 +130,7 @@ def _walk(folder: str, parts: tuple[str, ...], out: list[tuple[tuple[str, ...], 
 
 def _registry() -> dict[str, type]:
     """Classes a snapshot may hold, by name (imported here: they exist once a load ran)."""
-    from diagnose import concepts, kb, vocab
+    from diagnose import advice, concepts, kb, vocab
     from diagnose.rules import glob, schema
 
     classes: list[type] = [
@@ -157,6 +157,7 @@ def _registry() -> dict[str, type]:
         concepts.Concept,
         vocab.Term,
         vocab.Vocabulary,
+        advice.Catalogue,
     ]
     return {cls.__qualname__: cls for cls in classes}
 

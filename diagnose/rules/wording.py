@@ -32,6 +32,8 @@ __all__ = ["RuleWording", "scan_literals", "wording_of"]
 
 #: Only this many leading characters of a line are tested (the region finder's window).
 WINDOW = 2048
+#: Up to this many characters, plain substring tests find the candidate lines.
+_PLAIN_BUDGET = 8192
 #: Distinct line texts whose answer is remembered (bounded: a flood repeats a few texts).
 _MEMO_LIMIT = 4096
 
@@ -83,7 +85,14 @@ class RuleWording:
         return flags
 
     def _candidate_lines(self, folded: Sequence[str]) -> list[int]:
-        """Indexes of lines holding at least one literal: one RE2 pass, resumed per line."""
+        """Indexes of lines holding at least one literal: one RE2 pass, resumed per line.
+
+        A small input (a chat paste) is tested literal by literal instead: compiling the
+        automaton (~10 ms for the shipped rules) costs more than the whole test.
+        """
+        if self._automaton is None and sum(map(len, folded)) <= _PLAIN_BUDGET:
+            lits = self._literals
+            return [i for i, f in enumerate(folded) if any(lit in f for lit in lits)]
         import re2  # lazy, as everywhere: the CLI's --help must not pay for it
 
         if self._automaton is None:
