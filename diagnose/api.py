@@ -25,19 +25,6 @@ if TYPE_CHECKING:
     from diagnose.regions import Wording
     from diagnose.rules import RuleSet
 
-#: Generic next steps when nothing matched: each one decides between known causes.
-UNKNOWN_NEXT_STEPS = (
-    "Paste the whole error plus the ~20 log lines above it (server args, GPU, versions).",
-    "Rerun with CUDA_LAUNCH_BLOCKING=1 so the failing kernel is reported where it fails.",
-    "For memory faults: compute-sanitizer --tool memcheck <command> names the kernel and address.",
-    "For multi-GPU hangs or NCCL errors: NCCL_DEBUG=INFO and TORCH_NCCL_TRACE_BUFFER_SIZE=1000.",
-)
-#: For an unknown verdict whose errors did not end the process (warnings, or lived through).
-SURVIVED_NEXT_STEPS = (
-    "Nothing shown here stopped the process: if something is wrong, paste the log from "
-    "start-up to the symptom (a later crash, a hang, wrong output).",
-    "A warning names a fallback or a disabled feature: check that it is one you can accept.",
-)
 
 
 def diagnose_text(
@@ -189,7 +176,7 @@ def _diagnose(parsed: Parsed, rule_dirs: Sequence[Path]) -> Diagnosis:
         fixes=fixes,
         similar=_similar(kb, parsed.regions, primary),
         version_notes=_version_notes(cause, parsed.context),
-        next_steps=_next_steps(cause, primary, truncated, fatal),
+        next_steps=_next_steps(cause, primary, truncated, fatal, kb),
         likely=likely,
         server_ready=verdict.server_ready,
         context=parsed.context.to_dict(),
@@ -336,14 +323,20 @@ def _version_notes(cause: Cause | None, context: LogContext) -> tuple[str, ...]:
 
 
 def _next_steps(
-    cause: Cause | None, primary: Finding | None, truncated: bool, fatal: bool | None = True
+    cause: Cause | None,
+    primary: Finding | None,
+    truncated: bool,
+    fatal: bool | None,
+    kb: KnowledgeBase,
 ) -> tuple[str, ...]:
-    """What evidence would decide an uncertain or unknown verdict."""
+    """What evidence would decide an uncertain or unknown verdict (kb/causes/unknown.toml's
+    ``next_steps`` when nothing matched)."""
     steps: list[str] = []
     if truncated:
         steps.append("The paste looks cut off: include the complete trace to the last line.")
     if cause is None:
-        steps.extend(SURVIVED_NEXT_STEPS if fatal is False else UNKNOWN_NEXT_STEPS)
+        unknown = kb.cause("unknown")
+        steps.extend(unknown.next_steps_if_survived if fatal is False else unknown.next_steps)
     elif primary is None or primary.tier == "pattern":  # a likely cause, or a pattern match
         steps.extend(cause.verify)
         steps.extend(cause.evidence_to_collect[:2])

@@ -25,6 +25,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import field
 from functools import lru_cache
+from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -151,65 +152,36 @@ class _Acc:
 
 # Flag / field name (lower-case, '-' -> '_') -> canonical key.  Names not listed are
 # dropped: a ServerArgs repr holds ~200 defaults and rules only need these.
-_ARG_ALIASES: dict[str, str] = {
-    "tp": "tp_size",
-    "tp_size": "tp_size",
-    "tensor_parallel_size": "tp_size",
-    "ep": "ep_size",
-    "ep_size": "ep_size",
-    "expert_parallel_size": "ep_size",
-    "moe_expert_parallel_size": "ep_size",
-    "dp": "dp_size",
-    "dp_size": "dp_size",
-    "data_parallel_size": "dp_size",
-    "pp": "pp_size",
-    "pp_size": "pp_size",
-    "pipeline_parallel_size": "pp_size",
-    "nnodes": "nnodes",
-    "mem_fraction_static": "mem_fraction_static",
-    "gpu_memory_utilization": "gpu_memory_utilization",
-    "kv_cache_free_gpu_memory_fraction": "kv_cache_free_gpu_memory_fraction",
-    "free_gpu_memory_fraction": "kv_cache_free_gpu_memory_fraction",
-    "max_model_len": "max_model_len",
-    "max_seq_len": "max_model_len",
-    # sglang's --context-length is the same limit vLLM calls max_model_len.
-    "context_length": "max_model_len",
-    "max_num_seqs": "max_num_seqs",
-    "max_running_requests": "max_running_requests",
-    "max_batch_size": "max_batch_size",
-    "max_num_batched_tokens": "max_num_batched_tokens",
-    "max_num_tokens": "max_num_tokens",
-    "max_total_tokens": "max_total_tokens",
-    "max_prefill_tokens": "max_prefill_tokens",
-    "chunked_prefill_size": "chunked_prefill_size",
-    "cuda_graph_max_bs": "cuda_graph_max_bs",
-    "disable_cuda_graph": "disable_cuda_graph",
-    "enforce_eager": "enforce_eager",
-    "moe_a2a_backend": "moe_a2a_backend",
-    # vLLM's --all2all-backend picks the same DeepEP/pplx kernels as sglang's --moe-a2a-backend.
-    "all2all_backend": "moe_a2a_backend",
-    "moe_runner_backend": "moe_runner_backend",
-    "attention_backend": "attention_backend",
-    "quantization": "quantization",
-    "dtype": "dtype",
-    "kv_cache_dtype": "kv_cache_dtype",
-    "model": "model",
-    "model_path": "model",
-    "enable_expert_parallel": "enable_expert_parallel",
-    "enable_dp_attention": "enable_dp_attention",
-    "enable_ep_moe": "enable_ep_moe",
-    "enable_deepep_moe": "enable_deepep_moe",
-    "deepep_mode": "deepep_mode",
-    "num_max_dispatch_tokens_per_rank": "num_max_dispatch_tokens_per_rank",
-    "ep_num_redundant_experts": "ep_num_redundant_experts",
-    "enable_eplb": "enable_eplb",
-    "speculative_algorithm": "speculative_algorithm",
-    "enable_torch_compile": "enable_torch_compile",
-    "load_format": "load_format",
-    # Environment spellings of the same settings.
-    "sglang_deepep_num_max_dispatch_tokens_per_rank": "num_max_dispatch_tokens_per_rank",
-    "vllm_all2all_backend": "moe_a2a_backend",
-}
+def _arg_aliases() -> dict[str, str]:
+    """Spellings of a setting -> the key rules read (kb/server-args.toml; snapshotted)."""
+    return _aliases_of(_server_args_file())
+
+
+def _server_args_file() -> Path:
+    from diagnose.datafiles import data_dir
+
+    return data_dir("kb") / "server-args.toml"
+
+
+@lru_cache(maxsize=2)
+def _aliases_of(path: Path) -> dict[str, str]:
+    from diagnose.rules.snapshot import memo
+
+    return memo("server-args", (path, Path(__file__)), lambda: _read_aliases(path))
+
+
+def _read_aliases(path: Path) -> dict[str, str]:
+    from diagnose.tomlsource import load_toml
+
+    src = load_toml(path)
+    table = src.data.get("aliases")
+    if not isinstance(table, dict):
+        raise src.error("aliases", "expected an [aliases] table of spelling = key")
+    for key, value in table.items():
+        if not isinstance(value, str) or not value or key != key.lower():
+            raise src.error(f"aliases.{key}", "expected a lower-case spelling = a key string")
+    return dict(table)
+
 
 # store_true flags: present means "true" and they never consume the next token.
 _BOOL_KEYS = frozenset(
@@ -368,7 +340,7 @@ def _x_repr(text: str, n: int, acc: _Acc) -> None:
         if pos < 0:
             continue
         for raw_key, raw_value in _iter_pairs(text, pos + len(opener)):
-            key = _ARG_ALIASES.get(raw_key.lower())
+            key = _arg_aliases().get(raw_key.lower())
             if key is None:
                 continue
             value = _clean_arg(key, raw_value)
@@ -397,7 +369,7 @@ def _x_flags(text: str, n: int, acc: _Acc) -> None:
         return
     for m in _FLAG.finditer(text):
         name = (m.group("long") or m.group("short") or "").lower().replace("-", "_")
-        key = _ARG_ALIASES.get(name)
+        key = _arg_aliases().get(name)
         if key is None:
             continue
         if _FLAG_ADVICE.search(text, max(0, m.start() - _FLAG_ADVICE_WINDOW), m.start()):
@@ -510,7 +482,7 @@ def _x_env(text: str, n: int, acc: _Acc) -> None:
         if raw.startswith(("<", "$")):
             continue
         name = m.group("k").lower()
-        key = _ARG_ALIASES.get(name, name)
+        key = _arg_aliases().get(name, name)
         value = _clean_arg(key, raw)
         if value is not None:
             acc.arg(key, value, n, _PRIO_ENV)

@@ -95,6 +95,10 @@ class Cause:
     # Causes this one commonly sets off (an illegal memory access makes NCCL's watchdog
     # time out): when both appear in one log, the verdict names this one as the root.
     cascades: tuple[str, ...] = ()
+    # What would decide a verdict of this cause (``unknown``: the generic steps), and what to
+    # check when nothing shown ended the process.
+    next_steps: tuple[str, ...] = ()
+    next_steps_if_survived: tuple[str, ...] = ()
     path: str = ""
 
 
@@ -385,6 +389,8 @@ _CAUSE_SPEC: _Spec = {
     "evidence_to_collect": (_is_str_list, True),
     "related": (_is_str_list, False),
     "cascades": (_is_str_list, False),
+    "next_steps": (_is_str_list, False),
+    "next_steps_if_survived": (_is_str_list, False),
     "fixes": (_is_table_list, True),
     "references": (_is_table_list, True),
     "fixed_in": (_is_table_list, False),
@@ -562,6 +568,8 @@ def _parse_cause(path: Path) -> Cause:
         evidence_to_collect=_strs(data, "evidence_to_collect"),
         related=_strs(data, "related"),
         cascades=_strs(data, "cascades"),
+        next_steps=_strs(data, "next_steps"),
+        next_steps_if_survived=_strs(data, "next_steps_if_survived"),
         path=str(path),
     )
 
