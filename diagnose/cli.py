@@ -17,7 +17,7 @@ from typing import Annotated, NoReturn, Optional
 
 import typer
 
-from diagnose.exitcodes import ExitCode
+from diagnose.exitcodes import ExitCode, for_verdict
 from diagnose.render import OutputFormat
 
 app = typer.Typer(
@@ -36,9 +36,11 @@ class Until(str, Enum):
 
 @app.command()
 def run(
+    ctx: typer.Context,
     log: Annotated[
-        str, typer.Argument(help="crash log file (plain or gzip), or - for stdin")
-    ] = "-",
+        Optional[str],  # noqa: UP045 - typer needs Optional on 3.10
+        typer.Argument(help="crash log file (plain or compressed), or - for stdin"),
+    ] = None,
     fmt: Annotated[
         OutputFormat, typer.Option("--format", "-f", help="output format")
     ] = OutputFormat.text,
@@ -69,8 +71,22 @@ def run(
         Optional[float],  # noqa: UP045 - typer needs Optional on 3.10
         typer.Option("--timeout", help="with --follow/--until: give up after this many seconds"),
     ] = None,
+    version: Annotated[
+        bool, typer.Option("--version", help="print the version and the rule base's, then exit")
+    ] = False,
 ) -> None:
-    """Diagnose LOG and print the verdict; exit 0 known cause, 1 unknown, 2 usage/input error."""
+    """Diagnose LOG and print the verdict.
+
+    Exit 0: nothing ended the process; 1: a fatal failure of a named cause; 3: a fatal
+    failure of unknown cause; 2: a usage or input error.  Also: diagnose serve, diagnose mcp.
+    """
+    if version:
+        _print_version()
+    if log is None:
+        if sys.stdin.isatty():  # nothing piped in: waiting silently would look like a hang
+            sys.stdout.write(ctx.get_help() + "\n")
+            raise typer.Exit(ExitCode.NO_FATAL_FAILURE)
+        log = "-"
     if verbose:
         # Without a config, logging's last-resort handler already prints WARNING and up as
         # "%(message)s": configuring it on every run only cost the ~6 ms `import logging`.
@@ -105,7 +121,21 @@ def run(
         Console(highlight=False, soft_wrap=True).print(text)
     else:
         sys.stdout.write(text + "\n")
-    raise typer.Exit(ExitCode.KNOWN_CAUSE if result.known else ExitCode.NO_KNOWN_CAUSE)
+    raise typer.Exit(for_verdict(result.fatal, result.known))
+
+
+def _print_version() -> NoReturn:
+    """``diagnose --version``: the package's one version, and the rule base's."""
+    from diagnose import __version__
+
+    try:
+        from diagnose.kb import load_kb
+
+        kb = f"kb {load_kb().version}"
+    except Exception as exc:  # the version must print even with a broken kb
+        kb = f"kb unreadable ({exc})"
+    sys.stdout.write(f"diagnose (crashkb) {__version__}, {kb}\n")
+    raise typer.Exit(ExitCode.NO_FATAL_FAILURE)
 
 
 def _watch(
@@ -136,7 +166,7 @@ def _watch(
     except DiagnoseError as exc:
         _fail(str(exc))
     except KeyboardInterrupt:
-        raise typer.Exit(ExitCode.KNOWN_CAUSE) from None
+        raise typer.Exit(ExitCode.NO_FATAL_FAILURE) from None
     except Exception as exc:  # a bug must still end in one line, not a traceback
         _fail(f"internal error ({type(exc).__name__}: {exc}); please report it with the log")
     sys.stderr.write(f"diagnose: {result.message}\n")

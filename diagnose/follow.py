@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from diagnose.exitcodes import ExitCode
+from diagnose.exitcodes import ExitCode, for_verdict
 from diagnose.records import record
 
 if TYPE_CHECKING:
@@ -127,9 +127,9 @@ def watch(
     ``source`` is a path or ``-`` (stdin, read as it arrives).  ``follow=False`` reads the
     file once to its end (useful with ``until_ready`` on a finished log).  ``quiet``
     seconds without new data complete an open crash window.  Without ``until_ready`` the
-    watch ends at the timeout or the end of input; its exit code is 1 if a fatal crash was
-    seen, else 0.  Raises :class:`~diagnose.errors.InputError` only for an unreadable
-    non-followed file.
+    watch ends at the timeout or the end of input; its exit code is 1 (known cause) or 3
+    (unknown) if a fatal crash was seen, else 0.  Raises
+    :class:`~diagnose.errors.InputError` only for an unreadable non-followed file.
     """
     from diagnose.report import Diagnosis
     from diagnose.stream import StreamDiagnoser, is_fatal_crash
@@ -155,13 +155,13 @@ def watch(
                 last_fatal = event
                 if until_ready and stop_on_crash:
                     return WatchResult(
-                        "crash", ExitCode.NO_KNOWN_CAUSE,
+                        "crash", for_verdict(True, event.known),
                         f"fatal crash before the server was ready: {event.title}",
                         crash=event, reports=reports,
                     )  # fmt: skip
         elif until_ready and event.serving:
             return WatchResult(
-                "ready", ExitCode.KNOWN_CAUSE,
+                "ready", ExitCode.NO_FATAL_FAILURE,
                 f"server ready (line {event.line}): {event.phrase}",
                 ready=event, reports=reports,
             )  # fmt: skip
@@ -184,8 +184,12 @@ def watch(
     for event in engine.close():
         if (done := take(event, stop_on_crash=False)) is not None:
             return done
-    failed = last_fatal is not None or until_ready
-    code = ExitCode.NO_KNOWN_CAUSE if failed else ExitCode.KNOWN_CAUSE
+    if last_fatal is not None:
+        code = for_verdict(True, last_fatal.known)
+    elif until_ready:  # never ready and no crash: not a success, and no cause to name
+        code = ExitCode.FATAL_UNKNOWN_CAUSE
+    else:
+        code = ExitCode.NO_FATAL_FAILURE
     if until_ready and last_fatal is not None:
         return WatchResult("crash", code, f"fatal crash before the server was ready: "
                            f"{last_fatal.title}", crash=last_fatal, reports=reports)  # fmt: skip

@@ -37,18 +37,18 @@ def run_cli(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProce
     )
 
 
-def test_known_cause_exits_0_and_names_it(tmp_path: Path) -> None:
+def test_a_fatal_known_cause_exits_1_and_names_it(tmp_path: Path) -> None:
     log = tmp_path / "oom.log"
     log.write_text(OOM_LOG)
     proc = run_cli(str(log))
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 1, proc.stderr
     assert "cuda-oom" in proc.stdout
     assert "Traceback" not in proc.stderr
 
 
 def test_stdin_dash_and_json_contract(tmp_path: Path) -> None:
     proc = run_cli("-", "--format", "json", stdin=OOM_LOG.encode())
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 1, proc.stderr
     data = json.loads(proc.stdout)
     for key in (
         "schema_version",
@@ -110,15 +110,39 @@ def test_evidence_points_at_original_lines(tmp_path: Path) -> None:
 def test_gzip_input(tmp_path: Path) -> None:
     log = tmp_path / "crash.log.gz"
     log.write_bytes(gzip.compress(OOM_LOG.encode()))
-    assert run_cli(str(log)).returncode == 0
+    assert run_cli(str(log)).returncode == 1
 
 
-def test_unknown_exits_1(tmp_path: Path) -> None:
+def test_a_fatal_unknown_cause_exits_3(tmp_path: Path) -> None:
     log = tmp_path / "odd.log"
-    log.write_text("RuntimeError: the flux capacitor reported state 7 in widget frobnication\n")
+    log.write_text(
+        "Traceback (most recent call last):\n"
+        '  File "/srv/app.py", line 3, in <module>\n'
+        "    frob()\n"
+        "RuntimeError: the flux capacitor reported state 7 in widget frobnication\n"
+    )
     proc = run_cli(str(log))
-    assert proc.returncode == 1
+    assert proc.returncode == 3
     assert "Unknown" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "INFO 01-01 10:00:00 serving on port 8000\nINFO 01-01 10:00:01 200 OK\n",
+        "WARNING 01-01 10:00:00 failed to load optional plugin; continuing\n",
+    ],
+    ids=["healthy", "survived-warning"],
+)
+def test_nothing_fatal_exits_0_so_a_deploy_can_gate_on_it(text: str) -> None:
+    proc = run_cli("-", stdin=text.encode())
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_version_prints_package_and_rule_base() -> None:
+    proc = run_cli("--version")
+    assert proc.returncode == 0
+    assert proc.stdout.startswith("diagnose (crashkb) ") and " kb " in proc.stdout
 
 
 @pytest.mark.parametrize(
@@ -155,14 +179,14 @@ def test_odd_bytes_give_a_result(tmp_path: Path, payload: bytes) -> None:
     log = tmp_path / "odd.bin"
     log.write_bytes(payload)
     proc = run_cli(str(log), "--format", "json")
-    assert proc.returncode in (0, 1), proc.stderr
+    assert proc.returncode in (0, 1, 3), proc.stderr
     assert "Traceback" not in proc.stderr
     json.loads(proc.stdout)
 
 
 def test_markdown_is_chat_sized() -> None:
     proc = run_cli(str(EXAMPLE), "--format", "markdown")
-    assert proc.returncode in (0, 1)
+    assert proc.returncode in (0, 1, 3)
     assert len(proc.stdout) <= 3600
     assert proc.stdout.count("```") % 2 == 0
 
@@ -220,7 +244,7 @@ def test_a_100mb_single_line_gives_a_result(tmp_path: Path) -> None:
     with log.open("w") as fh:
         fh.write("x" * 50_000_000 + " RuntimeError: widget " + "y" * 50_000_000 + "\n")
     proc = run_cli(str(log), "--format", "json")
-    assert proc.returncode in (0, 1), proc.stderr
+    assert proc.returncode in (0, 1, 3), proc.stderr
     assert json.loads(proc.stdout)["schema_version"] == 1
 
 
@@ -232,7 +256,27 @@ def test_a_million_frame_traceback(tmp_path: Path) -> None:
             fh.write(f'  File "/srv/mod{i % 97}.py", line {i % 500}, in fn{i % 13}\n')
         fh.write("RuntimeError: CUDA error: an illegal memory access was encountered\n")
     proc = run_cli(str(log), "--format", "json")
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 1, proc.stderr
     data = json.loads(proc.stdout)
     assert data["cause"] == "illegal-memory-access"
     assert data["primary"]["evidence"][-1]["line"] == 1_000_002
+
+
+def test_no_argument_on_a_terminal_prints_help_instead_of_waiting() -> None:
+    import pty
+
+    leader, follower = pty.openpty()
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "diagnose"],
+            stdin=follower,
+            capture_output=True,
+            text=True,
+            env={**os.environ, "NO_COLOR": "1"},
+            timeout=60,
+        )
+    finally:
+        os.close(follower)
+        os.close(leader)
+    assert proc.returncode == 0
+    assert "Usage" in proc.stdout and "diagnose" in proc.stdout

@@ -71,7 +71,7 @@ def test_watch_finished_file_never_ready(tmp_path: Path) -> None:
     log = tmp_path / "done.log"
     log.write_text("[2031-07-04 12:00:00] INFO worker: loading weights\n", encoding="utf-8")
     result = watch(log, follow=False, until_ready=True)
-    assert (result.outcome, result.exit_code) == ("ended", 1)
+    assert (result.outcome, result.exit_code) == ("ended", 3)  # never ready: no cause to name
 
 
 # --------------------------------------------------------------------------- end to end
@@ -152,7 +152,7 @@ def test_cli_until_ready_timeout(tmp_path: Path) -> None:
          "--timeout", "1"],
         capture_output=True, text=True, cwd=ROOT, timeout=60,
     )  # fmt: skip
-    assert proc.returncode == 1
+    assert proc.returncode == 3  # not ready, and no crash to name
     assert "not ready after 1 s" in proc.stderr
 
 

@@ -38,9 +38,9 @@ def test_exit_status_follows_the_interpreter(code: object, status: int) -> None:
     assert _exit_status(code) == status
 
 
-def test_known_cause_prints_everything_and_exits_0() -> None:
+def test_fatal_known_cause_prints_everything_and_exits_1() -> None:
     proc = _launch("--format", "json", "-", stdin=TRACE)
-    assert proc.returncode == ExitCode.KNOWN_CAUSE
+    assert proc.returncode == ExitCode.FATAL_KNOWN_CAUSE
     assert proc.stdout.rstrip().endswith("}")  # flushed whole before os._exit
     assert '"smem-overflow"' in proc.stdout
 

@@ -303,7 +303,7 @@ def test_cli_dispatch_keeps_diagnose_file(tmp_path: Path) -> None:
     log.write_text(OOM_LOG)
     ran = subprocess.run([sys.executable, "-m", "diagnose", str(log), "--format", "json"],
                          capture_output=True, text=True, timeout=60)  # fmt: skip
-    assert ran.returncode == 0 and json.loads(ran.stdout)["cause"] == "cuda-oom"
+    assert ran.returncode == 1 and json.loads(ran.stdout)["cause"] == "cuda-oom"
 
 
 def test_bad_rule_dir_fails_at_start(tmp_path: Path) -> None:
