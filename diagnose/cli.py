@@ -98,9 +98,9 @@ def run(
     from diagnose.api import diagnose_file
     from diagnose.errors import DiagnoseError
 
+    if verify_level and verify_level not in ("model", "compile", "run"):
+        _fail(f"--verify-level must be model, compile or run, not {verify_level!r}")
     try:
-        if verify_level and verify_level not in ("model", "compile", "run"):
-            _fail(f"--verify-level must be model, compile or run, not {verify_level!r}")
         result = diagnose_file(
             log,
             rule_dirs=tuple(rules or ()),

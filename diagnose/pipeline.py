@@ -40,11 +40,27 @@ class Parsed:
 
 def parse_text(text: str, source: str = "<text>", wording: Wording | None = None) -> Parsed:
     """Run the parse stage on an in-memory string (``wording``: see ``find_regions``)."""
+    text = _encodable(text)
     lines = tuple(normalize(text))
     regions = assign_roles(find_regions(lines, wording))
     context = extract_context(lines)
     total = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
+    if lines:  # a CR-only log has no "\n" but as many lines as the normaliser numbered
+        total = max(total, lines[-1].number)
     return Parsed(source, lines, regions, context, total)
+
+
+def _encodable(text: str) -> str:
+    """``text`` with lone surrogates replaced: RE2 and every encoder refuse them.
+
+    They arrive from a JSON body (``"\\ud800"``), a caller's string, or a surrogateescape
+    decode of bytes that were not UTF-8; each becomes U+FFFD, like any other undecodable byte.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace").decode("utf-8")
+    return text
 
 
 def parse_source(

@@ -280,3 +280,11 @@ def test_no_argument_on_a_terminal_prints_help_instead_of_waiting() -> None:
         os.close(leader)
     assert proc.returncode == 0
     assert "Usage" in proc.stdout and "diagnose" in proc.stdout
+
+
+def test_a_bad_verify_level_is_one_line() -> None:
+    proc = run_cli(str(EXAMPLE), "--verify-level", "bogus")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "diagnose: --verify-level must be model, compile or run, not 'bogus'"
+    ]
