@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     from diagnose.rules import RuleSet
 
 
-
 def diagnose_text(
     text: str,
     *,
@@ -133,7 +132,7 @@ def _diagnose(parsed: Parsed, rule_dirs: Sequence[Path]) -> Diagnosis:
     lived = lived_spans(parsed.regions, parsed.lines)
     verdict = decide(outcome.findings, ready, kb, lived)
     primary = verdict.primary
-    notes = list(outcome.notes)
+    notes = [*_input_notes(parsed), *outcome.notes]
     if primary is not None and not verdict.fatal:
         later = unexplained_crash(parsed.regions, verdict.findings, last_line(primary), ready)
         if later is not None:
@@ -184,6 +183,18 @@ def _diagnose(parsed: Parsed, rule_dirs: Sequence[Path]) -> Diagnosis:
         kb_version=kb.version,
         streamed=parsed.streamed,
     )
+
+
+def _input_notes(parsed: Parsed) -> list[str]:
+    """What the reader said about the input itself (a cut archive, binary data): the lines
+    :func:`diagnose.ingest.read.input_note` appended, at the end of the text."""
+    from diagnose.ingest.read import NOTE_PREFIX
+
+    return [
+        f"The input: {text[len(NOTE_PREFIX) : -1]}."
+        for ln in parsed.lines[-3:]
+        if (text := ln.text.strip()).startswith(NOTE_PREFIX) and text.endswith("]")
+    ]
 
 
 def _likely(regions: Sequence[Region], rule_dirs: Sequence[Path]) -> Likely | None:

@@ -150,6 +150,7 @@ class _Acc:
 
 # --------------------------------------------------------------------------- server args
 
+
 # Flag / field name (lower-case, '-' -> '_') -> canonical key.  Names not listed are
 # dropped: a ServerArgs repr holds ~200 defaults and rules only need these.
 def _arg_aliases() -> dict[str, str]:

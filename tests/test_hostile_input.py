@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
-from diagnose import diagnose_text
+from diagnose import diagnose_file, diagnose_text
 from diagnose.report import Diagnosis
 
 OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n"
@@ -22,3 +23,65 @@ def test_a_cr_only_log_counts_its_lines() -> None:
     assert d.cause == "illegal-memory-access"
     assert d.total_lines == 3
     assert all(e.line <= d.total_lines for e in d.primary.evidence)  # type: ignore[union-attr]
+
+
+CRASH = (
+    "Traceback (most recent call last):\n"
+    '  File "/srv/app.py", line 1, in <module>\n'
+    "    step()\n"
+    "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+)
+
+
+def _log(lines: int) -> bytes:
+    return ("".join(f"INFO 01-01 10:00:00 step {i} ok\n" for i in range(lines)) + CRASH).encode()
+
+
+def test_a_gzip_file_cut_before_its_trailer_keeps_its_crash(tmp_path: Path) -> None:
+    import gzip
+
+    path = tmp_path / "server.log.gz"
+    path.write_bytes(gzip.compress(_log(3000))[:-8])  # the writer died before the trailer
+    d = diagnose_file(path)
+    assert d.cause == "illegal-memory-access"
+    assert any("it was cut" in n for n in d.notes)
+
+
+def test_a_big_cut_gzip_keeps_its_crash(tmp_path: Path) -> None:
+    import gzip
+
+    from diagnose.ingest.read import WHOLE_INPUT_LIMIT
+
+    lines = WHOLE_INPUT_LIMIT // 30 + 1000
+    path = tmp_path / "big.log.gz"
+    path.write_bytes(gzip.compress(_log(lines), compresslevel=1)[:-8])
+    d = diagnose_file(path)  # past WHOLE_INPUT_LIMIT once decompressed
+    assert d.cause == "illegal-memory-access"
+    assert any("it was cut" in n for n in d.notes)
+
+
+def test_concatenated_gzip_members_are_read_on(tmp_path: Path) -> None:
+    import gzip
+
+    path = tmp_path / "two.gz"
+    path.write_bytes(gzip.compress(_log(10)[: -len(CRASH)]) + gzip.compress(CRASH.encode()))
+    assert diagnose_file(path).cause == "illegal-memory-access"
+
+
+def test_zstd_input_is_read(tmp_path: Path) -> None:
+    import zstandard
+
+    path = tmp_path / "server.log.zst"
+    path.write_bytes(zstandard.ZstdCompressor().compress(_log(200)))
+    assert diagnose_file(path).cause == "illegal-memory-access"
+
+
+def test_binary_input_says_so(tmp_path: Path) -> None:
+    elf = tmp_path / "libkernel.so"
+    elf.write_bytes(b"\x7fELF\x02\x01\x01" + bytes(range(256)) * 20)
+    noise = tmp_path / "noise.bin"
+    noise.write_bytes(bytes((i * 131 + 7) % 256 for i in range(8192)))
+    for path, words in ((elf, "ELF"), (noise, "binary data")):
+        d = diagnose_file(path)
+        assert d.cause == "unknown"
+        assert any(words in n for n in d.notes), d.notes

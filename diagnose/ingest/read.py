@@ -29,8 +29,10 @@ from diagnose.errors import InputError
 __all__ = [
     "CHUNK_BYTES",
     "MAX_LINE_CHARS",
+    "NOTE_PREFIX",
     "WHOLE_INPUT_LIMIT",
     "dropped_marker",
+    "input_note",
     "iter_lines",
     "open_source",
     "read_text",
@@ -58,6 +60,24 @@ _GZIP_MAGIC = b"\x1f\x8b"
 _XZ_MAGIC = b"\xfd7zXZ\x00"
 _BZ2_MAGIC = b"BZh"
 _BZ2_BLOCK = b"1AY&SY"
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+#: Binary formats a log is sometimes confused with, by magic bytes: what to call each.
+_BINARY_MAGIC = (
+    (b"\x7fELF", "an ELF executable or shared library"),
+    (b"PK\x03\x04", "a zip archive (not read: unzip it first)"),
+    (b"7z\xbc\xaf\x27\x1c", "a 7-zip archive (not read: extract it first)"),
+    (b"Rar!", "a RAR archive (not read: extract it first)"),
+    (b"\x89PNG", "a PNG image"),
+    (b"%PDF", "a PDF document"),
+    (b"\x04\x22\x4d\x18", "an LZ4 frame (not read: decompress it first)"),
+)
+#: Marks a note the reader adds to the text it returns (the API turns it into a note).
+NOTE_PREFIX = "[crashkb: "
+
+
+def input_note(what: str) -> str:
+    """A line the reader appends to say something about the input itself."""
+    return f"{NOTE_PREFIX}{what}]"
 
 
 def dropped_marker(count: int) -> str:
@@ -137,9 +157,7 @@ def _decompressing(raw: IO[bytes], name: str) -> IO[bytes]:
     head = _read_some(raw, _SNIFF_BYTES, name)
     stream: IO[bytes] = io.BufferedReader(_Prepended(head, raw), buffer_size=CHUNK_BYTES)
     if head.startswith(_GZIP_MAGIC):
-        import gzip
-
-        return cast("IO[bytes]", gzip.GzipFile(fileobj=stream, mode="rb"))
+        return io.BufferedReader(_Gunzip(stream), buffer_size=CHUNK_BYTES)
     if head.startswith(_XZ_MAGIC):
         import lzma
 
@@ -148,7 +166,73 @@ def _decompressing(raw: IO[bytes], name: str) -> IO[bytes]:
         import bz2
 
         return cast("IO[bytes]", bz2.BZ2File(stream, mode="rb"))
+    if head.startswith(_ZSTD_MAGIC):
+        import zstandard  # a dependency; imported only for a zstd input
+
+        reader = zstandard.ZstdDecompressor().stream_reader(
+            stream, read_across_frames=True, closefd=False
+        )
+        return io.BufferedReader(cast("io.RawIOBase", reader), buffer_size=CHUNK_BYTES)
     return stream
+
+
+class _Gunzip(io.RawIOBase):
+    """A gzip stream read with zlib directly, so that a cut file keeps what it holds.
+
+    ``gzip.GzipFile`` raises ``EOFError`` on a stream that ends without its 8-byte trailer
+    and loses the data it had decompressed in that call: the last chunk, where a dying
+    process's crash is.  Here every byte decompressed is returned, ``truncated`` says the
+    stream was cut (or corrupt from some point), and concatenated members are read on.
+    """
+
+    _CHUNK = 1 << 16
+
+    def __init__(self, raw: IO[bytes]) -> None:
+        self._raw = raw
+        self._z = zlib.decompressobj(wbits=31)
+        self._pending = b""
+        self._done = False
+        self.truncated = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+        want = len(buffer)
+        while not self._pending and not self._done:
+            self._pending = self._step(want)
+        out, self._pending = self._pending[:want], self._pending[want:]
+        buffer[: len(out)] = out
+        return len(out)
+
+    def _step(self, want: int) -> bytes:
+        """Decompress some more; ``b""`` only when nothing is left (``_done`` set)."""
+        z = self._z
+        data = z.unconsumed_tail or self._raw.read(self._CHUNK)
+        if not data:
+            self._done = True
+            self.truncated = not z.eof
+            return z.flush() if not z.eof else b""
+        try:
+            out = z.decompress(data, max(want, self._CHUNK))
+        except zlib.error:
+            self._done = self.truncated = True
+            return b""
+        if z.eof:
+            rest = z.unused_data
+            if rest.startswith(_GZIP_MAGIC):  # another member follows (cat a.gz b.gz)
+                self._z = zlib.decompressobj(wbits=31)
+                out += self._restart(rest)
+            else:
+                self._done = True
+        return out
+
+    def _restart(self, rest: bytes) -> bytes:
+        try:
+            return self._z.decompress(rest, self._CHUNK)
+        except zlib.error:
+            self._done = self.truncated = True
+            return b""
 
 
 def _read_some(stream: IO[bytes], size: int, name: str) -> bytes:
@@ -192,11 +276,14 @@ def open_source(source: str | os.PathLike[str] | BinaryIO) -> Iterator[BinaryIO]
             owned.close()
 
 
-def _chunks(stream: IO[bytes], limit: int | None, name: str) -> Iterator[bytes]:
+def _chunks(
+    stream: IO[bytes], limit: int | None, name: str, cut: list[bool] | None = None
+) -> Iterator[bytes]:
     """Yield raw chunks until EOF or ``limit`` bytes; a truncated archive ends the stream.
 
     A crash often kills the process writing ``log.gz``, leaving no end-of-stream marker;
     what was decompressed up to the cut is still the most valuable part of the log.
+    ``cut`` (when given) gets ``True`` appended when the archive ended early.
     """
     left = limit
     while left is None or left > 0:
@@ -204,10 +291,14 @@ def _chunks(stream: IO[bytes], limit: int | None, name: str) -> Iterator[bytes]:
         try:
             data = stream.read(want)
         except _corrupt_archive_errors():
+            if cut is not None:
+                cut.append(True)
             return
         except OSError as exc:
             if type(stream).__module__ in {"gzip", "lzma", "bz2"}:
                 # bz2 reports a corrupt stream as a bare OSError("Invalid data stream").
+                if cut is not None:
+                    cut.append(True)
                 return
             raise InputError(_describe(name, exc)) from None
         if not data:
@@ -226,7 +317,34 @@ def _corrupt_archive_errors() -> tuple[type[BaseException], ...]:
     lzma = sys.modules.get("lzma")
     if lzma is not None:
         errors.append(lzma.LZMAError)
+    zstandard = sys.modules.get("zstandard")
+    if zstandard is not None:
+        errors.append(zstandard.ZstdError)
     return tuple(errors)
+
+
+def _was_cut(stream: IO[bytes], cut: list[bool]) -> bool:
+    """Whether the (decompressed) stream ended before its archive's end marker."""
+    raw = getattr(stream, "raw", None)
+    return bool(cut) or bool(getattr(raw, "truncated", False))
+
+
+def _binary_kind(head: bytes) -> str | None:
+    """What a non-text input is, by magic bytes or by its share of control bytes."""
+    for magic, what in _BINARY_MAGIC:
+        if head.startswith(magic):
+            return what
+    sample = head[:_SNIFF_BYTES]
+    if len(sample) < 64:
+        return None
+    if sample.count(0) > len(sample) // 2:
+        return None  # zero-fill after a crash: read around it, as the reader always did
+    # A log is UTF-8 text (any language): count what does not decode, and control bytes.
+    decoded = sample.decode("utf-8", "replace")
+    bad = sum(1 for ch in decoded if ch == "\ufffd" or (ch < " " and ch not in "\t\n\r\x1b\x00"))
+    if bad > 0.1 * len(decoded):
+        return "binary data (or an encoding or compression not read), not a text log"
+    return None
 
 
 def _sniff_encoding(head: bytes) -> str:
@@ -264,11 +382,13 @@ def read_text(source: str | os.PathLike[str] | BinaryIO, limit: int | None = Non
     so both readers give downstream code the same text.  Raises :class:`InputError`
     only when the source cannot be opened.
     """
+    notes: list[str] = []
     with open_source(source) as stream:
         name = getattr(stream, "name", "<stream>")
         buf = bytearray()
         longest = run = 0  # longest run of bytes without a newline, seen at chunk edges
-        for chunk in _chunks(stream, limit, str(name)):
+        cut: list[bool] = []
+        for chunk in _chunks(stream, limit, str(name), cut):
             buf += chunk
             first = chunk.find(b"\n")
             if first < 0:
@@ -277,7 +397,14 @@ def read_text(source: str | os.PathLike[str] | BinaryIO, limit: int | None = Non
                 longest = max(longest, run + first)
                 run = len(chunk) - chunk.rfind(b"\n") - 1
         longest = max(longest, run)
+        if _was_cut(stream, cut):
+            notes.append(
+                "the compressed input ends early (no end-of-stream marker): it was cut, "
+                "and everything before the cut was read"
+            )
     encoding = _sniff_encoding(bytes(buf[:_SNIFF_BYTES]))
+    if encoding == "utf-8" and (kind := _binary_kind(bytes(buf[:_SNIFF_BYTES]))) is not None:
+        notes.append(f"this input looks like {kind}")
     if limit is None:
         # Decode in one go: an incremental decoder would first copy the whole buffer.
         text = buf.decode(encoding, "replace")
@@ -294,6 +421,9 @@ def read_text(source: str | os.PathLike[str] | BinaryIO, limit: int | None = Non
     if len(text) > MAX_LINE_CHARS and (longest > MAX_LINE_CHARS or "16" in encoding):
         sep = "\r" if "\n" not in text and "\r" in text else "\n"  # as iter_lines decides
         text = _cap_long_lines(text, sep)
+    if notes:
+        end = "" if not text or text.endswith(("\n", "\r")) else "\n"
+        text += end + "\n".join(input_note(n) for n in notes) + "\n"
     return text
 
 

@@ -33,6 +33,8 @@ def render_text(d: Diagnosis, *, color: bool = False, verbose: bool = False) -> 
     )
     if d.summary:
         out.append(_esc(d.summary, color))
+    # What the reader found about the input itself (a cut archive, binary data) is always shown.
+    out.extend(_esc(n, color) for n in d.notes if n.startswith("The input: "))
     if d.server_ready and d.known and not d.fatal:
         out.append("The server reported ready: the failures were skipped, not fatal.")
     primary = d.primary
