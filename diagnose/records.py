@@ -81,8 +81,13 @@ def _load() -> dict[str, CodeType]:
     path = _file()
     if path is None:
         return {}
+    from diagnose.sealed import unseal
+
     try:
-        table = marshal.loads(path.read_bytes())
+        payload = unseal(path.read_bytes())
+        if payload is None:  # changed since written: compiled code is never run from it
+            return {}
+        table = marshal.loads(payload)
     except (OSError, EOFError, ValueError, TypeError):
         return {}
     if not isinstance(table, dict):
@@ -124,7 +129,9 @@ def save() -> None:
             merged = {k: v for k, v in _codes.items() if k in _used}
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        tmp.write_bytes(marshal.dumps(merged))
+        from diagnose.sealed import seal
+
+        tmp.write_bytes(seal(marshal.dumps(merged)))
         os.replace(tmp, path)
     except (OSError, ValueError):
         pass  # a read-only install only costs speed

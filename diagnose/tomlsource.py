@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import marshal
 import os
+import stat
 import sys
 from pathlib import Path
 from typing import Any
@@ -134,8 +135,11 @@ def _load_cache() -> dict[tuple[str, int, int], tuple[str, dict[str, Any]]]:
     """Read the on-disk parse cache once per process; any problem means an empty cache."""
     global _cache
     if _cache is None:
+        from diagnose.sealed import unseal
+
         try:
-            loaded = marshal.loads(_cache_file().read_bytes())
+            payload = unseal(_cache_file().read_bytes())
+            loaded = marshal.loads(payload) if payload is not None else {}
             _cache = loaded if isinstance(loaded, dict) else {}
         except (OSError, EOFError, ValueError, TypeError):
             _cache = {}
@@ -152,11 +156,18 @@ def save_parse_cache() -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
         # Keep only files read by this process, so edited or deleted files never pile up.
-        tmp.write_bytes(marshal.dumps({k: v for k, v in _cache.items() if k in _used}))
+        from diagnose.sealed import seal
+
+        kept = {k: v for k, v in _cache.items() if k in _used}
+        tmp.write_bytes(seal(marshal.dumps(kept)))
         os.replace(tmp, target)
         _cache_dirty = False
     except (OSError, ValueError):
         pass  # a read-only home or an unmarshallable value only costs speed
+
+
+#: The largest rule or kb file read (a rule file is a few KiB; kb/gpus.toml ~60 KiB).
+MAX_FILE_BYTES = 4 << 20
 
 
 def load_toml(path: Path) -> TomlSource:
@@ -166,14 +177,30 @@ def load_toml(path: Path) -> TomlSource:
         st = path.stat()
     except OSError as exc:
         raise RuleFileError(str(path), None, None, f"cannot read: {exc.strerror or exc}") from exc
+    # A FIFO would block the read forever, /dev/zero would never end: only a regular file of
+    # a sane size is data (the largest shipped file is ~60 KiB).
+    if not stat.S_ISREG(st.st_mode):
+        raise RuleFileError(str(path), None, None, "not a regular file (a pipe, device or socket)")
+    if st.st_size > MAX_FILE_BYTES:
+        raise RuleFileError(
+            str(path),
+            None,
+            None,
+            f"{st.st_size} bytes: larger than {MAX_FILE_BYTES}, not a kb file",
+        )
     key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
     cache = _load_cache()
     hit = cache.get(key)
     _used.add(key)
-    if hit is not None:
-        return TomlSource(str(path), hit[0], hit[1])
+    # A cached entry of another shape (an older layout) is a miss, never trusted.
+    valid = isinstance(hit, tuple) and len(hit) == 2 and isinstance(hit[0], str)
+    if valid and isinstance(hit[1], dict):  # type: ignore[index]
+        return TomlSource(str(path), hit[0], hit[1])  # type: ignore[index]
     try:
-        raw = path.read_bytes()
+        with path.open("rb") as fh:  # bounded even if the file grew since stat()
+            raw = fh.read(MAX_FILE_BYTES + 1)
+        if len(raw) > MAX_FILE_BYTES:
+            raise RuleFileError(str(path), None, None, f"larger than {MAX_FILE_BYTES} bytes")
     except OSError as exc:
         raise RuleFileError(str(path), None, None, f"cannot read: {exc.strerror or exc}") from exc
     text = raw.decode("utf-8", errors="replace")

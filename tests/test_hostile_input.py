@@ -85,3 +85,39 @@ def test_binary_input_says_so(tmp_path: Path) -> None:
         d = diagnose_file(path)
         assert d.cause == "unknown"
         assert any(words in n for n in d.notes), d.notes
+
+
+def test_a_changed_cache_file_is_rebuilt_never_trusted(tmp_path: Path) -> None:
+    from diagnose.rules import snapshot
+    from diagnose.sealed import seal, unseal
+
+    assert unseal(seal(b"payload")) == b"payload"
+    key = ("test-entry", 1)
+    snapshot.save(key, ("a", 1))
+    path = snapshot._file(key)
+    assert snapshot.load(key) == ("a", 1)
+    blob = bytearray(path.read_bytes())
+    blob[-3] ^= 0x01  # one flipped bit in the payload
+    path.write_bytes(bytes(blob))
+    assert snapshot.load(key) is None
+    path.write_bytes(b"not a cache file at all")
+    assert snapshot.load(key) is None
+
+
+def test_a_rule_file_that_is_a_pipe_or_a_device_fails_at_load(tmp_path: Path) -> None:
+    import os
+
+    import pytest
+
+    from diagnose.errors import RuleFileError
+    from diagnose.rules import load_rules
+
+    folder = tmp_path / "rules" / "cuda-oom"
+    folder.mkdir(parents=True)
+    os.mkfifo(folder / "pipe.toml")
+    with pytest.raises(RuleFileError, match="not a regular file"):
+        load_rules([tmp_path / "rules"], include_default=False)
+    (folder / "pipe.toml").unlink()
+    (folder / "zero.toml").symlink_to("/dev/zero")
+    with pytest.raises(RuleFileError, match="not a regular file"):
+        load_rules([tmp_path / "rules"], include_default=False)

@@ -15,6 +15,7 @@ import pytest
 from diagnose import records
 from diagnose.model import Frame
 from diagnose.records import record
+from diagnose.sealed import seal, unseal
 
 ROOT = Path(__file__).resolve().parents[1]
 _PACKAGE_FILE = records._file  # the real location, before the fixture points it elsewhere
@@ -115,7 +116,7 @@ def test_cache_round_trip_and_damaged_file(
         some_unusual_field_name_for_this_test: int
 
     records.save()
-    stored = marshal.loads(target.read_bytes())
+    stored = marshal.loads(unseal(target.read_bytes()) or b"")
     assert any("some_unusual_field_name_for_this_test" in k for k in stored)
     target.write_bytes(b"\x00 not marshal")
     assert records._load() == {}
@@ -179,7 +180,7 @@ def test_file_keeps_only_used_methods_past_the_cap(
     target = cache_file
     stale = compile("pass", "<string>", "exec")
     target.parent.mkdir(parents=True)
-    target.write_bytes(marshal.dumps({f"# stale {i}\n": stale for i in range(5)}))
+    target.write_bytes(seal(marshal.dumps({f"# stale {i}\n": stale for i in range(5)})))
     monkeypatch.setattr(records, "MAX_ENTRIES", 3)
 
     @record
@@ -187,6 +188,6 @@ def test_file_keeps_only_used_methods_past_the_cap(
         a_field_only_this_test_uses: int
 
     records.save()
-    stored = marshal.loads(target.read_bytes())
+    stored = marshal.loads(unseal(target.read_bytes()) or b"")
     assert stored and not any(k.startswith("# stale") for k in stored)
     assert all(k in records._used for k in stored)

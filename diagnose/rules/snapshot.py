@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from diagnose.lazyre import LazyRE2
+from diagnose.sealed import seal, unseal
 
 __all__ = ["code_stamp", "decode", "encode", "load", "memo", "save", "tree_stamp"]
 
@@ -251,7 +252,10 @@ def _file(key: Key) -> Path:
 def load(key: Key) -> Any | None:
     """Return the object stored under ``key``, or ``None`` (absent, stale, unreadable)."""
     try:
-        stored = marshal.loads(_file(key).read_bytes())
+        payload = unseal(_file(key).read_bytes())
+        if payload is None:
+            return None  # changed on disk since it was written: rebuild, never trust
+        stored = marshal.loads(payload)
     except (OSError, EOFError, ValueError, TypeError):
         return None
     if not (isinstance(stored, tuple) and len(stored) == 2 and stored[0] == key):
@@ -269,7 +273,7 @@ def save(key: Key, value: Any) -> None:
     rules and temporary rule dirs never pile up.
     """
     try:
-        data = marshal.dumps((key, encode(value)))
+        data = seal(marshal.dumps((key, encode(value))))
     except (Unencodable, ValueError):
         return
     target = _file(key)
