@@ -20,16 +20,13 @@ import random
 import sys
 import tempfile
 import time
+import tomllib
 from collections import Counter, defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 
 def load_cases(folder: Path) -> list[tuple[str, Path, dict[str, object]]]:

@@ -492,7 +492,7 @@ def main() -> int:
     text = "\n".join(table)
     print(text)
     if args.write:
-        stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
         header = (
             "# demangle benchmark\n\n"
             f"Measured {stamp} on {platform.node()} ({platform.machine()}, "

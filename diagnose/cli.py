@@ -11,7 +11,7 @@ become exit code 2 with a one-line message.
 
 import os
 import sys
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, NoReturn, Optional
 
@@ -28,7 +28,7 @@ app = typer.Typer(
 )
 
 
-class Until(str, Enum):
+class Until(StrEnum):
     """The ``--until`` choices."""
 
     ready = "ready"

@@ -10,16 +10,11 @@ the label), BROKE (was right, now wrong) or CHANGED.  Labels are optional: a
 from __future__ import annotations
 
 import json
-import sys
+import tomllib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from diagnose.records import record
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - 3.10 only
-    import tomli as tomllib
 
 
 @record

@@ -205,10 +205,7 @@ def load_toml(path: Path) -> TomlSource:
         raise RuleFileError(str(path), None, None, f"cannot read: {exc.strerror or exc}") from exc
     text = raw.decode("utf-8", errors="replace")
     # tomllib is imported only on a cache miss: a warm run never parses TOML.
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover - exercised on 3.10 only
-        import tomli as tomllib
+    import tomllib
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-import sys
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,11 +19,6 @@ from hypothesis import strategies as st
 from diagnose.context import CONTEXT_LITERALS, Fact, LogContext, extract_context
 from diagnose.model import LogLine
 from diagnose.versions import Version, compare, is_before, parse_version
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 GiB = 1 << 30
 MiB = 1 << 20

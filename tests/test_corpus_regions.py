@@ -12,7 +12,7 @@ when ``../shared`` is absent.
 from __future__ import annotations
 
 import re
-import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -20,11 +20,6 @@ import pytest
 from diagnose.ingest.normalize import normalize
 from diagnose.model import LogLine
 from diagnose.regions import REGION_KINDS, find_regions
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
 
 # Broad "something went wrong" vocabulary, independent of diagnose.regions' own tables.
 _BROAD = re.compile(

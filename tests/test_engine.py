@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import sys
+import tomllib
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,11 +18,6 @@ from diagnose.rules import Document, RuleSet, match_rules, run_rules
 from diagnose.rules.parse import parse_rule
 from diagnose.rules.prefilter import Prefilter, regex_literals
 from diagnose.tomlsource import TomlSource
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 SM120 = ArchFacts(
     capability="12.0", arch="sm_120", name="Blackwell", smem_per_sm=102400,

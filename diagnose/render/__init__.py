@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-import sys
-from enum import Enum
-from typing import TYPE_CHECKING
-
-if sys.version_info >= (3, 11):
-    from typing import assert_never
-else:  # pragma: no cover - 3.10 only
-    from typing_extensions import assert_never
+from enum import StrEnum
+from typing import TYPE_CHECKING, assert_never
 
 if TYPE_CHECKING:
     from diagnose.report import Diagnosis
 
 
-class OutputFormat(str, Enum):
+class OutputFormat(StrEnum):
     """The ``--format`` choices of the CLI."""
 
     text = "text"
