@@ -17,7 +17,7 @@ from typing import Annotated, NoReturn, Optional
 
 import typer
 
-from diagnose.exitcodes import ExitCode, for_verdict
+from diagnose.exitcodes import ExitCode, for_verdict, worst
 from diagnose.render import OutputFormat
 
 app = typer.Typer(
@@ -37,9 +37,12 @@ class Until(StrEnum):
 @app.command()
 def run(
     ctx: typer.Context,
-    log: Annotated[
-        Optional[str],  # noqa: UP045 - typer needs Optional on 3.10
-        typer.Argument(help="crash log file (plain or compressed), or - for stdin"),
+    logs: Annotated[
+        Optional[list[str]],  # noqa: UP045 - typer reads Optional, not "| None"
+        typer.Argument(
+            metavar="[LOG]...",
+            help="crash log files (plain or compressed; one result each), or - for stdin",
+        ),
     ] = None,
     fmt: Annotated[
         OutputFormat, typer.Option("--format", "-f", help="output format")
@@ -82,11 +85,11 @@ def run(
     """
     if version:
         _print_version()
-    if log is None:
+    if not logs:
         if sys.stdin.isatty():  # nothing piped in: waiting silently would look like a hang
             sys.stdout.write(ctx.get_help() + "\n")
             raise typer.Exit(ExitCode.NO_FATAL_FAILURE)
-        log = "-"
+        logs = ["-"]
     if verbose:
         # Without a config, logging's last-resort handler already prints WARNING and up as
         # "%(message)s": configuring it on every run only cost the ~6 ms `import logging`.
@@ -94,34 +97,69 @@ def run(
 
         logging.basicConfig(level=logging.DEBUG, format="%(message)s")
     if follow or until is not None:
-        _watch(log, fmt, tuple(rules or ()), follow, until is Until.ready, timeout, verbose)
+        if len(logs) > 1:
+            _fail("--follow and --until watch one log at a time")
+        _watch(logs[0], fmt, tuple(rules or ()), follow, until is Until.ready, timeout, verbose)
+    if verify_level and verify_level not in ("model", "compile", "run"):
+        _fail(f"--verify-level must be model, compile or run, not {verify_level!r}")
+    several = len(logs) > 1
+    color = fmt is OutputFormat.text and _use_color(no_color)
+    codes: list[ExitCode] = []
+    documents: list[str] = []  # --format json with several logs: one array at the end
+    for log in logs:
+        code, text = _one(log, fmt, tuple(rules or ()), verify, verify_level, verbose, color)
+        codes.append(code)
+        if text is None:
+            continue
+        if fmt is OutputFormat.json and several:
+            documents.append(text)
+            continue
+        if several and fmt in (OutputFormat.text, OutputFormat.markdown):
+            sys.stdout.write(f"==> {log} <==\n")
+        if color:
+            from rich.console import Console
+
+            Console(highlight=False, soft_wrap=True).print(text)
+        else:
+            sys.stdout.write(text + "\n")
+    if documents:
+        sys.stdout.write("[\n" + ",\n".join(documents) + "\n]\n")
+    raise typer.Exit(worst(codes))
+
+
+def _one(
+    log: str,
+    fmt: OutputFormat,
+    rules: tuple[Path, ...],
+    verify: bool,
+    verify_level: str,
+    verbose: bool,
+    color: bool,
+) -> tuple[ExitCode, str | None]:
+    """Diagnose one log: its exit code and rendered report (``None`` after an input error,
+    whose one line went to stderr)."""
     from diagnose.api import diagnose_file
     from diagnose.errors import DiagnoseError
 
-    if verify_level and verify_level not in ("model", "compile", "run"):
-        _fail(f"--verify-level must be model, compile or run, not {verify_level!r}")
     try:
         result = diagnose_file(
             log,
-            rule_dirs=tuple(rules or ()),
+            rule_dirs=rules,
             verify=verify or bool(verify_level),
             verify_level=verify_level or "compile",
         )
     except DiagnoseError as exc:
-        _fail(str(exc))
+        sys.stderr.write(f"diagnose: {exc}\n")
+        return ExitCode.USAGE_OR_INPUT_ERROR, None
     except Exception as exc:  # a bug must still end in one line, not a traceback
-        _fail(f"internal error ({type(exc).__name__}: {exc}); please report it with the log")
+        bug = f"internal error ({type(exc).__name__}: {exc}); please report it with the log"
+        sys.stderr.write(f"diagnose: {bug}\n")
+        return ExitCode.USAGE_OR_INPUT_ERROR, None
     from diagnose.render import render
 
-    color = fmt is OutputFormat.text and _use_color(no_color)
-    text = render(result, fmt, color=color, verbose=verbose)
-    if color:
-        from rich.console import Console
-
-        Console(highlight=False, soft_wrap=True).print(text)
-    else:
-        sys.stdout.write(text + "\n")
-    raise typer.Exit(for_verdict(result.fatal, result.known))
+    return for_verdict(result.fatal, result.known), render(
+        result, fmt, color=color, verbose=verbose
+    )
 
 
 def _print_version() -> NoReturn:

@@ -288,3 +288,24 @@ def test_a_bad_verify_level_is_one_line() -> None:
     assert proc.stderr.strip().splitlines() == [
         "diagnose: --verify-level must be model, compile or run, not 'bogus'"
     ]
+
+
+def test_several_logs_give_one_result_each_and_the_worst_code(tmp_path: Path) -> None:
+    healthy = tmp_path / "ok.log"
+    healthy.write_text("INFO 01-01 10:00:00 serving\n")
+    oom = tmp_path / "oom.log"
+    oom.write_text(OOM_LOG)
+    proc = run_cli(str(healthy), str(oom))
+    assert proc.returncode == 1  # the fatal known cause speaks for both
+    assert proc.stdout.count("==> ") == 2 and "cuda-oom" in proc.stdout
+    proc = run_cli(str(healthy), str(oom), "--format", "json")
+    assert [d["cause"] for d in json.loads(proc.stdout)] == ["unknown", "cuda-oom"]
+    proc = run_cli(str(oom), str(tmp_path / "missing.log"))
+    assert proc.returncode == 2  # an unreadable input outranks the rest
+    assert "cuda-oom" in proc.stdout and proc.stderr.count("diagnose: ") == 1
+
+
+def test_follow_takes_one_log() -> None:
+    proc = run_cli(str(EXAMPLE), str(EXAMPLE), "--follow")
+    assert proc.returncode == 2
+    assert "one log at a time" in proc.stderr
