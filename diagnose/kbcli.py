@@ -73,7 +73,12 @@ def show(
     _, rules = _load(dirs, only)
     rule = rules.get(rule_id)
     if rule is None:
-        _fail(f"no rule '{rule_id}' (try `diagnose-kb list`)")
+        import difflib
+
+        ids = [r.id for r in rules] + [a for r in rules for a in r.aliases]
+        near = difflib.get_close_matches(rule_id, ids, n=3, cutoff=0.5)
+        hint = f"did you mean {', '.join(near)}?" if near else "try `diagnose-kb list`"
+        _fail(f"no rule '{rule_id}' ({hint})")
     typer.echo(show_rule(rule))
 
 

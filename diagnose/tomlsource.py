@@ -116,6 +116,12 @@ _used: set[tuple[str, int, int]] = set()
 _CACHE_VERSION = 1
 
 
+def caching() -> bool:
+    """False when ``CRASHKB_NO_CACHE`` is set (to anything but empty or ``0``): nothing is
+    read from or written to the cache directory, and every run validates from source."""
+    return os.environ.get("CRASHKB_NO_CACHE", "") in ("", "0")
+
+
 def cache_dir() -> Path:
     """Where crashkb keeps caches: ``$CRASHKB_CACHE_DIR`` or the user's XDG cache dir."""
     base = os.environ.get("CRASHKB_CACHE_DIR") or os.path.join(
@@ -134,6 +140,8 @@ def _cache_file() -> Path:
 def _load_cache() -> dict[tuple[str, int, int], tuple[str, dict[str, Any]]]:
     """Read the on-disk parse cache once per process; any problem means an empty cache."""
     global _cache
+    if _cache is None and not caching():
+        _cache = {}
     if _cache is None:
         from diagnose.sealed import unseal
 
@@ -149,7 +157,7 @@ def _load_cache() -> dict[tuple[str, int, int], tuple[str, dict[str, Any]]]:
 def save_parse_cache() -> None:
     """Write newly parsed files to the on-disk cache (best effort, atomic rename)."""
     global _cache_dirty
-    if not _cache_dirty or _cache is None:
+    if not _cache_dirty or _cache is None or not caching():
         return
     target = _cache_file()
     try:

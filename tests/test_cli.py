@@ -309,3 +309,22 @@ def test_follow_takes_one_log() -> None:
     proc = run_cli(str(EXAMPLE), str(EXAMPLE), "--follow")
     assert proc.returncode == 2
     assert "one log at a time" in proc.stderr
+
+
+def test_no_cache_writes_nothing(tmp_path: Path) -> None:
+    env = {**os.environ, "NO_COLOR": "1", "CRASHKB_CACHE_DIR": str(tmp_path / "cache"),
+           "CRASHKB_NO_CACHE": "1"}  # fmt: skip
+    proc = subprocess.run([sys.executable, "-m", "diagnose", str(EXAMPLE)], capture_output=True,
+                          text=True, env=env, timeout=120)  # fmt: skip
+    assert proc.returncode == 1 and "smem-overflow" in proc.stdout
+    assert not (tmp_path / "cache").exists()
+
+
+def test_kb_show_suggests_the_nearest_ids() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", "from diagnose.kbcli import main; main()", "show",
+         "smem-overflow/cutlas-error-internal"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert "did you mean smem-overflow/cutlass-error-internal" in proc.stderr

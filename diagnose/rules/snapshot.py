@@ -30,6 +30,7 @@ from typing import Any, TypeVar, cast
 
 from diagnose.lazyre import LazyRE2
 from diagnose.sealed import seal, unseal
+from diagnose.tomlsource import caching
 
 __all__ = ["code_stamp", "decode", "encode", "load", "memo", "save", "tree_stamp"]
 
@@ -251,6 +252,8 @@ def _file(key: Key) -> Path:
 
 def load(key: Key) -> Any | None:
     """Return the object stored under ``key``, or ``None`` (absent, stale, unreadable)."""
+    if not caching():
+        return None
     try:
         payload = unseal(_file(key).read_bytes())
         if payload is None:
@@ -272,6 +275,8 @@ def save(key: Key, value: Any) -> None:
     Keeps the :data:`MAX_ENTRIES` most recently written snapshot files, so edited
     rules and temporary rule dirs never pile up.
     """
+    if not caching():
+        return
     try:
         data = seal(marshal.dumps((key, encode(value))))
     except (Unencodable, ValueError):
