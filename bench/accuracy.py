@@ -28,7 +28,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-
 def load_cases(folder: Path) -> list[tuple[str, Path, dict[str, object]]]:
     """Every ``<id>.log`` with its ``<id>.toml`` labels, sorted by id."""
     cases = []

@@ -214,6 +214,7 @@ def load_toml(path: Path) -> TomlSource:
     text = raw.decode("utf-8", errors="replace")
     # tomllib is imported only on a cache miss: a warm run never parses TOML.
     import tomllib
+
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
