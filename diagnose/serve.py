@@ -21,6 +21,7 @@ Needs the ``serve`` extra (``pip install 'crashkb[serve]'``).
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 import sys
@@ -248,13 +249,21 @@ async def _read_request(request: Request, cfg: ServeConfig) -> tuple[str, str, s
     except TimeoutError:
         raise _Refused(408, f"body not received within {cfg.read_timeout_s:g} s") from None
     body = b"".join(chunks)
-    if b"\x00" in body[:_BINARY_SNIFF] or body[:2] == b"\x1f\x8b":
-        raise _Refused(415, "body is binary (or compressed); send the log as text")
     charset = _charset(params)
     try:
-        decoded = body.decode(charset, errors="replace")
+        codec = codecs.lookup(charset).name
     except LookupError:
         raise _Refused(415, f"unknown charset {charset!r}") from None
+    wide = codec.startswith(("utf-16", "utf-32"))  # NUL bytes are part of their text
+    if (b"\x00" in body[:_BINARY_SNIFF] and not wide) or body[:2] == b"\x1f\x8b":
+        raise _Refused(415, "body is binary (or compressed); send the log as text")
+    if codec not in _TEXT_CODECS:
+        # punycode, idna, unicode_escape and friends are codecs, not text encodings of a log,
+        # and some take seconds a megabyte (punycode blocked the event loop for 30 s).
+        allowed = ", ".join(sorted(_TEXT_CODECS))
+        raise _Refused(415, f"charset {charset!r} is not a text encoding read here ({allowed})")
+    # Decoding a large body is CPU work: off the event loop, so /healthz stays responsive.
+    decoded = await anyio.to_thread.run_sync(lambda: body.decode(codec, errors="replace"))
     fmt = request.query_params.get("format") or _from_accept(request.headers.get("accept", ""))
     chat = request.query_params.get("chat")
     if is_json:
@@ -266,6 +275,14 @@ async def _read_request(request: Request, cfg: ServeConfig) -> tuple[str, str, s
     if chat is not None and chat not in CHAT_LIMITS:
         raise _Refused(400, f"chat must be one of {', '.join(CHAT_LIMITS)}, not {chat!r}")
     return decoded, fmt, chat
+
+
+#: Encodings a log is written in (``codecs.lookup(...).name`` spellings).
+_TEXT_CODECS = frozenset({
+    "utf-8", "utf-8-sig", "ascii", "iso8859-1", "cp1252", "utf-16", "utf-16-le", "utf-16-be",
+    "utf-32", "gb18030", "gbk", "gb2312", "big5", "shift_jis", "euc_jp", "euc_kr", "cp932",
+    "cp936", "cp949",
+})  # fmt: skip
 
 
 def _charset(params: str) -> str:

@@ -209,6 +209,24 @@ def test_wrong_content_type_is_415(server: Server, ctype: str) -> None:
     _still_up(server)
 
 
+@pytest.mark.parametrize("charset", ["punycode", "unicode_escape", "idna", "no-such-codec"])
+def test_a_charset_that_is_not_a_text_encoding_is_415(server: Server, charset: str) -> None:
+    status, _, answer = post(server, OOM_LOG.encode(), f"text/plain; charset={charset}")
+    assert status == 415 and "charset" in _error(415, answer)
+    _still_up(server)
+
+
+def test_a_declared_text_charset_is_read(server: Server) -> None:
+    status, _, answer = post(server, OOM_LOG.encode("utf-16"), "text/plain; charset=utf-16")
+    assert status == 200 and json.loads(answer)["cause"] == "cuda-oom"
+
+
+def test_lone_surrogates_in_a_json_body_are_answered(server: Server) -> None:
+    body = json.dumps({"text": "\ud800 " + OOM_LOG}).encode()  # escaped as \\ud800
+    status, _, answer = post(server, body, "application/json")
+    assert status == 200 and json.loads(answer)["cause"] == "cuda-oom"
+
+
 @pytest.mark.parametrize(
     "body",
     [b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", b"\x1f\x8b\x08\x00" + bytes(range(256)), b"a\x00b"],
