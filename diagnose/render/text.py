@@ -83,9 +83,7 @@ def render_text(d: Diagnosis, *, color: bool = False, verbose: bool = False) -> 
     if verbose:
         _verbose(d, out, color)
     out.append("")
-    out.append(
-        _esc(f"{len(d.crashes)} crash region(s) in {d.total_lines} lines; kb {d.kb_version}", color)
-    )
+    out.append(_esc(f"{_regions_phrase(d)} in {d.total_lines} lines; kb {d.kb_version}", color))
     return "\n".join(out)
 
 
@@ -107,6 +105,15 @@ def _verbose(d: Diagnosis, out: list[str], color: bool) -> None:
         for f in d.findings:
             out.append(_esc(f"  {f.confidence:.2f} {f.rule_id} on region {f.region_index}", color))
     out.extend(_esc(f"note: {n}", color) for n in d.notes)
+
+
+def _regions_phrase(d: Diagnosis) -> str:
+    """How many error regions the log held, not calling a survived warning a crash."""
+    n = len(d.crashes)
+    noun = "error region" if n == 1 else "error regions"
+    if not n:
+        return "no error regions"
+    return f"{n} {noun}" + ("" if d.fatal else ", none fatal")
 
 
 def _esc(text: str, color: bool) -> str:
