@@ -194,6 +194,8 @@ def _watch(
     def show(event: object) -> None:
         if isinstance(event, Ready):
             sys.stderr.write(f"diagnose: line {event.line}: {event.phrase}\n")
+        elif not getattr(event, "known", True) and not getattr(event, "fatal", True):
+            return  # an unknown error that ended nothing (a benign warning): no alert
         else:
             sys.stdout.write(render(event, fmt, verbose=verbose) + "\n")  # type: ignore[arg-type]
             sys.stdout.flush()  # a pipeline reads each report as it happens

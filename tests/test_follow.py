@@ -174,3 +174,27 @@ def test_cli_follow_stdin_jsonl_pipeline() -> None:
     assert proc.returncode == 1  # a fatal crash was seen
     (record,) = [json.loads(line) for line in proc.stdout.splitlines()]
     assert record["crash"]["message_line"] == 4
+
+
+def test_one_failure_is_one_alert_and_a_benign_warning_none(tmp_path: Path) -> None:
+    log = tmp_path / "nccl.log"
+    log.write_text(
+        "[rank1]:[E101 10:00:01.000000000 ProcessGroupNCCL.cpp:1895] Process group watchdog "
+        "thread terminated with exception: NCCL error: unhandled system error, NCCL version "
+        "2.21.5\n"
+        "terminate called after throwing an instance of 'c10::DistBackendError'\n"
+        "  what():  Process group watchdog thread terminated with exception: NCCL error: "
+        "unhandled system error\n"
+        "Fatal Python error: Aborted\n"
+        "\n"
+        "WARNING 01-01 10:00:09 cache flush skipped: no error\n",
+        encoding="utf-8",
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "diagnose", "--follow", str(log), "--format", "jsonl",
+         "--timeout", "2"],
+        capture_output=True, text=True, cwd=ROOT, timeout=60,
+    )  # fmt: skip
+    records = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert [r["cause"] for r in records] == ["nccl-error"]
+    assert records[0]["crash_count"] >= 2

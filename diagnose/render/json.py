@@ -15,9 +15,13 @@ def render_json(diagnosis: Diagnosis) -> str:
 
 
 def render_jsonl(diagnosis: Diagnosis) -> str:
-    """Return one compact JSON object per crash region (for log shippers), verdict fields on each.
+    """Return one compact JSON object for the diagnosis (for log shippers): one alert per failure.
 
-    A log without crash regions still yields one line, so a pipeline always sees a record.
+    A failure prints several regions (a watchdog's exception, the ``terminate`` it causes,
+    Python's fatal-error dump); they are one failure, so one record: the verdict fields, the
+    region the verdict rests on (``crash`` and ``crash_index``; the first one when no rule
+    matched), ``crash_count`` and every finding.  A log without crash regions still yields
+    one record, so a pipeline always sees one.
     """
     whole = diagnosis.to_dict()
     base: dict[str, Any] = {
@@ -33,11 +37,19 @@ def render_jsonl(diagnosis: Diagnosis) -> str:
             "kb_version",
         )
     }
+    findings = [f.to_dict() for f in diagnosis.findings]
     if not diagnosis.crashes:
-        return json.dumps({**base, "crash": None, "findings": []}, ensure_ascii=False)
-    out = []
-    for index, region in enumerate(diagnosis.crashes):
-        findings = [f.to_dict() for f in diagnosis.findings if f.region_index == index]
-        record = {**base, "crash_index": index, "crash": region.to_dict(), "findings": findings}
-        out.append(json.dumps(record, ensure_ascii=False))
-    return "\n".join(out)
+        return json.dumps({**base, "crash": None, "crash_count": 0, "findings": findings},
+                          ensure_ascii=False)  # fmt: skip
+    primary = diagnosis.primary
+    index = primary.region_index if primary is not None else None
+    if index is None or not 0 <= index < len(diagnosis.crashes):
+        index = 0
+    record = {
+        **base,
+        "crash_index": index,
+        "crash": diagnosis.crashes[index].to_dict(),
+        "crash_count": len(diagnosis.crashes),
+        "findings": findings,
+    }
+    return json.dumps(record, ensure_ascii=False)
