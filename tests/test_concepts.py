@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from kb_fixtures import ZETA_GPU
 
 from diagnose.errors import RuleFileError
 from diagnose.kb import load_kb
@@ -89,15 +90,6 @@ RuntimeError: widget kernel not supported on this planet
 '''
 """
 
-NEW_GPU = """\
-[[gpu]]
-name = "NVIDIA Zeta 9000"
-capability = "12.0"
-memory_gb = [96]
-source = "https://example.org/zeta"
-memory_source = "https://example.org/zeta"
-"""
-
 
 def test_a_new_gpu_in_kb_data_reaches_every_rule_that_says_arch(tmp_path: Path) -> None:
     rules_dir = tmp_path / "rules" / "arch-unsupported"
@@ -105,7 +97,7 @@ def test_a_new_gpu_in_kb_data_reaches_every_rule_that_says_arch(tmp_path: Path) 
     (rules_dir / "widget-refuses-arch.toml").write_text(ARCH_RULE)
     extra = tmp_path / "extra-kb"
     extra.mkdir()
-    (extra / "gpus.toml").write_text(NEW_GPU)
+    (extra / "gpus.toml").write_text(ZETA_GPU)
     kb = load_kb([extra])
     rules = load_rules([tmp_path / "rules"], kb=kb, include_default=False)
     results = run_examples(rules, kb)

@@ -9,37 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from kb_fixtures import WIDGET_RULE, ZETA_GPU
 
 from diagnose import diagnose_text
 from diagnose.errors import RuleFileError
 from diagnose.vocab import ENV_VAR, vocabulary
-
-RULE = """\
-id = "config-error/widget-quota-gave-up"
-cause = "config-error"
-title = "The widget scheduler gave up on its quota"
-severity = "fatal"
-confidence = 0.9
-references = ["example-org/widget#7"]
-summary = "The widget scheduler gave up: quota {quota}."
-
-[match]
-any = [ { regex = 'widget scheduler gave up on quota (?P<quota>\\d+)', extract = { quota = "int" } } ]
-
-[[examples]]
-name = "plain"
-expect = "match"
-log = '''
-widget scheduler gave up on quota 7
-'''
-
-[[examples]]
-name = "fine"
-expect = "no-match"
-log = '''
-widget scheduler kept quota 7
-'''
-"""
 
 READY = """\
 name = "ready"
@@ -53,14 +27,6 @@ examples = ["2026-01-01 10:00:00 Widget server accepting connections on :9000"]
 serving = true
 """
 
-GPU = """\
-[[gpu]]
-name = "NVIDIA Zeta 9000"
-capability = "12.0"
-memory_gb = [96]
-source = "https://example.org/zeta"
-memory_source = "https://example.org/zeta"
-"""
 
 CRASH = """\
 2026-01-01 09:59:00 using GPU 0: NVIDIA Zeta 9000
@@ -77,11 +43,11 @@ SURVIVED = CRASH + "2026-01-01 10:00:00 Widget server accepting connections on :
 def folders(tmp_path: Path) -> tuple[Path, Path]:
     rules = tmp_path / "rules"
     (rules / "config-error").mkdir(parents=True)
-    (rules / "config-error" / "widget-quota-gave-up.toml").write_text(RULE)
+    (rules / "config-error" / "widget-quota-gave-up.toml").write_text(WIDGET_RULE)
     kb = tmp_path / "kb"
     (kb / "vocab").mkdir(parents=True)
     (kb / "vocab" / "ready.toml").write_text(READY)
-    (kb / "gpus.toml").write_text(GPU)
+    (kb / "gpus.toml").write_text(ZETA_GPU)
     return rules, kb
 
 

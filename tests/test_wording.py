@@ -4,40 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kb_fixtures import WIDGET_RULE
+
 from diagnose import diagnose_text
 from diagnose.model import LogLine
 from diagnose.regions import find_regions
 from diagnose.rules import load_rules
 from diagnose.rules.wording import RuleWording
-
-# A wording no shipped rule and no region vocabulary knows, and that says no error word.
-WIDGET_RULE = """\
-id = "config-error/widget-quota-gave-up"
-cause = "config-error"
-title = "The widget scheduler gave up on its quota"
-severity = "fatal"
-confidence = 0.9
-references = ["example-org/widget#7"]
-summary = "The widget scheduler gave up: quota {quota}."
-
-[match]
-scope = "region"
-any = [ { regex = 'widget scheduler gave up on quota (?P<quota>\\d+)', extract = { quota = "int" } } ]
-
-[[examples]]
-name = "plain"
-expect = "match"
-log = '''
-widget scheduler gave up on quota 7
-'''
-
-[[examples]]
-name = "fine"
-expect = "no-match"
-log = '''
-widget scheduler kept quota 7
-'''
-"""
 
 # Another failure first, so that the log has a region and region rules read only regions.
 LOG = """\
