@@ -565,11 +565,15 @@ class StreamDiagnoser:
         from diagnose.roles import assign as assign_roles
 
         regions = assign_roles(find_regions(lines, rule_wording(self.rule_dirs)))
-        if not regions:
-            return None
         context = _merge(self._context(), extract_context(lines))
         parsed = Parsed(self.source, lines, regions, context, self._last_end, streamed=True)
-        return diagnose_parsed(parsed, rule_dirs=self.rule_dirs)
+        diagnosis = diagnose_parsed(parsed, rule_dirs=self.rule_dirs)
+        if regions:
+            return diagnosis
+        # No crash region, but a log-scope rule may still name a fatal cause from lines no
+        # region holds ("Reason: OOMKilled" in a pod's status, torch's hint line naming a
+        # capture error): the whole-log path reports it, so the stream does too.
+        return diagnosis if diagnosis.primary is not None and diagnosis.fatal else None
 
 
 def _merge(head: LogContext, window: LogContext) -> LogContext:
