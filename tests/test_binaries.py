@@ -1,0 +1,113 @@
+"""Reading the device code of real CUDA binaries built here with nvcc (skipped without it)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("elftools", reason="pyelftools is in the test and verify extras")
+
+from diagnose.verify.binaries import BinaryReport, read_binary, runs_on
+
+KERNEL = """
+__global__ void frob_kernel(float* x) { x[threadIdx.x] *= 2.0f; }
+extern "C" void launch(float* x) { frob_kernel<<<1, 32>>>(x); }
+"""
+BUILDS = {
+    "sm90a": ["-gencode", "arch=compute_90a,code=sm_90a"],
+    "sm120a": ["-gencode", "arch=compute_120a,code=sm_120a"],
+    "ptx90": ["-gencode", "arch=compute_90,code=compute_90"],
+    "fat": ["-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=sm_90",
+            "-gencode", "arch=compute_90,code=compute_90"],
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def libs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc is not on PATH: the binaries cannot be built here")
+    folder = tmp_path_factory.mktemp("cuda-libs")
+    source = folder / "k.cu"
+    source.write_text(KERNEL)
+    out = {}
+    for name, flags in BUILDS.items():
+        target = folder / f"lib{name}.so"
+        cmd = [nvcc, "-shared", "-Xcompiler", "-fPIC", *flags, "-o", str(target), str(source)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        if proc.returncode != 0:
+            pytest.skip(f"nvcc could not build {name}: {proc.stderr.strip()[:200]}")
+        out[name] = target
+    return out
+
+
+def test_each_build_lists_its_sass_ptx_and_kernels(libs: dict[str, Path]) -> None:
+    sm90a = read_binary(libs["sm90a"])
+    assert sm90a.sass == ("sm_90a",) and sm90a.ptx == ()
+    assert "_Z11frob_kernelPf" in sm90a.kernels
+    assert sm90a.sha256 and len(sm90a.sha256) == 64
+    assert read_binary(libs["sm120a"]).sass == ("sm_120a",)
+    ptx = read_binary(libs["ptx90"])
+    assert ptx.sass == () and ptx.ptx == ("compute_90",)
+    fat = read_binary(libs["fat"])
+    assert set(fat.sass) == {"sm_80", "sm_90"} and fat.ptx == ("compute_90",)
+
+
+@pytest.mark.parametrize(
+    ("lib", "arch", "expect"),
+    [
+        ("sm90a", "sm_90", "sass"),
+        ("sm90a", "sm_120", None),  # arch-specific SASS runs on that arch only
+        ("sm120a", "sm_120", "sass"),
+        ("sm120a", "sm_121", None),  # sm_120a does not run on GB10
+        ("ptx90", "sm_120", "ptx"),  # the driver JITs compute_90 PTX for a newer GPU
+        ("ptx90", "sm_86", None),  # but not for an older one
+        ("fat", "sm_86", "sass"),  # sm_80 SASS runs on later minors of major 8
+        ("fat", "sm_100", "ptx"),
+    ],
+)
+def test_runs_on_follows_the_compatibility_rules(
+    libs: dict[str, Path], lib: str, arch: str, expect: str | None
+) -> None:
+    assert runs_on(read_binary(libs[lib]), arch) == expect
+
+
+def test_a_host_library_has_no_device_code(tmp_path: Path) -> None:
+    libc = next(
+        (
+            Path(p)
+            for p in ("/lib/x86_64-linux-gnu/libc.so.6", "/lib64/libc.so.6")
+            if Path(p).exists()
+        ),
+        None,
+    )
+    if libc is None:
+        pytest.skip("no libc to read")
+    report = read_binary(libc)
+    assert report.sass == () and report.ptx == ()
+    assert any("no .nv_fatbin" in n for n in report.notes)
+
+
+def test_hostile_binaries_give_notes_in_bounded_time(libs: dict[str, Path], tmp_path: Path) -> None:
+    junk = tmp_path / "junk.so"
+    junk.write_bytes(b"\x7fELF\x02\x01\x01" + os.urandom(4096))
+    lying = tmp_path / "lying.so"
+    data = bytearray(libs["fat"].read_bytes())
+    at = data.find((0xBA55ED50).to_bytes(4, "little"))
+    data[at + 8 : at + 16] = (1 << 60).to_bytes(8, "little")  # a container claiming 1 EiB
+    lying.write_bytes(bytes(data))
+    sparse = tmp_path / "sparse.so"
+    with sparse.open("wb") as fh:
+        fh.write(b"\x7fELF\x02\x01\x01" + bytes(57))
+        fh.truncate(2 << 30)  # 2 GiB, nearly all a hole
+    for path in (junk, lying, sparse):
+        t0 = time.monotonic()
+        report: BinaryReport = read_binary(path)
+        assert time.monotonic() - t0 < 5
+        assert report.notes, path.name
+    assert read_binary(tmp_path / "missing.so").notes
