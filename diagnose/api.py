@@ -33,10 +33,15 @@ def diagnose_text(
     rule_dirs: Sequence[Path] = (),
     verify: bool = False,
     verify_level: str = "model",
+    binaries: str | os.PathLike[str] | None = None,
+    arch: str | None = None,
 ) -> Diagnosis:
-    """Diagnose a log held in memory; ``verify`` checks the primary finding (see verify)."""
+    """Diagnose a log held in memory; ``verify`` checks the primary finding (see verify),
+    reading the CUDA binaries its frames name (or those under ``binaries``) for GPU ``arch``
+    when the log does not say it."""
     wording = rule_wording(rule_dirs)
-    return _verified(_diagnose(parse_text(text, source, wording), rule_dirs), verify, verify_level)
+    d = _diagnose(parse_text(text, source, wording), rule_dirs)
+    return _verified(d, verify, verify_level, binaries, arch)
 
 
 def diagnose_file(
@@ -45,14 +50,23 @@ def diagnose_file(
     rule_dirs: Sequence[Path] = (),
     verify: bool = False,
     verify_level: str = "model",
+    binaries: str | os.PathLike[str] | None = None,
+    arch: str | None = None,
 ) -> Diagnosis:
-    """Diagnose a log file (plain or compressed), ``-`` for stdin, or a binary stream."""
+    """Diagnose a log file (plain or compressed), ``-`` for stdin, or a binary stream
+    (``verify``, ``binaries``, ``arch``: see :func:`diagnose_text`)."""
     # The scan triggers are only needed for a file big enough to be scanned in windows.
     parsed = parse_source(path, rule_wording(rule_dirs), lambda: rule_triggers(rule_dirs))
-    return _verified(_diagnose(parsed, rule_dirs), verify, verify_level)
+    return _verified(_diagnose(parsed, rule_dirs), verify, verify_level, binaries, arch)
 
 
-def _verified(d: Diagnosis, verify: bool, level: str) -> Diagnosis:
+def _verified(
+    d: Diagnosis,
+    verify: bool,
+    level: str,
+    binaries: str | os.PathLike[str] | None = None,
+    arch: str | None = None,
+) -> Diagnosis:
     """Attach :func:`diagnose.verify.verify`'s result when asked (it never raises for hardware)."""
     if not verify:
         return d
@@ -60,7 +74,8 @@ def _verified(d: Diagnosis, verify: bool, level: str) -> Diagnosis:
 
     from diagnose.verify import verify as run_verify
 
-    v = run_verify(d, level)
+    folder = Path(binaries) if binaries is not None else None
+    v = run_verify(d, level, binaries=folder, arch=arch)
     notes = list(d.notes)
     tier, confidence = d.tier, d.confidence
     if v.status == "confirmed" and v.level == "run":

@@ -74,6 +74,18 @@ def run(
         Optional[float],  # noqa: UP045 - typer needs Optional on 3.10
         typer.Option("--timeout", help="with --follow/--until: give up after this many seconds"),
     ] = None,
+    binaries: Annotated[
+        Optional[Path],  # noqa: UP045 - typer reads Optional, not "| None"
+        typer.Option(
+            "--binaries",
+            help="with --verify: where the CUDA .so/cubin files the frames name are, when the "
+            "log came from another machine",
+        ),
+    ] = None,
+    arch: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--arch", help="with --verify: the GPU's arch (sm_120) if the log lacks it"),
+    ] = None,
     version: Annotated[
         bool, typer.Option("--version", help="print the version and the rule base's, then exit")
     ] = False,
@@ -107,7 +119,10 @@ def run(
     codes: list[ExitCode] = []
     documents: list[str] = []  # --format json with several logs: one array at the end
     for log in logs:
-        code, text = _one(log, fmt, tuple(rules or ()), verify, verify_level, verbose, color)
+        code, text = _one(
+            log, fmt, tuple(rules or ()), verify or binaries is not None, verify_level, verbose,
+            color, binaries, arch,
+        )  # fmt: skip
         codes.append(code)
         if text is None:
             continue
@@ -135,6 +150,8 @@ def _one(
     verify_level: str,
     verbose: bool,
     color: bool,
+    binaries: Path | None = None,
+    arch: str | None = None,
 ) -> tuple[ExitCode, str | None]:
     """Diagnose one log: its exit code and rendered report (``None`` after an input error,
     whose one line went to stderr)."""
@@ -147,6 +164,8 @@ def _one(
             rule_dirs=rules,
             verify=verify or bool(verify_level),
             verify_level=verify_level or "compile",
+            binaries=binaries,
+            arch=arch,
         )
     except DiagnoseError as exc:
         sys.stderr.write(f"diagnose: {exc}\n")

@@ -111,3 +111,72 @@ def test_hostile_binaries_give_notes_in_bounded_time(libs: dict[str, Path], tmp_
         assert time.monotonic() - t0 < 5
         assert report.notes, path.name
     assert read_binary(tmp_path / "missing.so").notes
+
+
+def _crash(gpu_line: str, error: str, *modules: Path) -> str:
+    frames = "".join(f"{i}       0x7f00000{i}1000 {m}(+0x1234)\n" for i, m in enumerate(modules, 1))
+    return f"INFO using {gpu_line}\n{error}\n{frames}"
+
+
+NO_IMAGE = (
+    "terminate called after throwing an instance of 'std::runtime_error'\n"
+    "  what():  CUDA error: no kernel image is available for execution on the device"
+)
+
+
+def test_a_binary_without_the_gpus_arch_confirms_arch_unsupported(libs: dict[str, Path]) -> None:
+    from diagnose import diagnose_text
+
+    log = _crash("GPU 0: NVIDIA GeForce RTX 5090", NO_IMAGE, libs["sm90a"])
+    d = diagnose_text(log, verify=True)
+    assert d.cause == "arch-unsupported"
+    v = d.verification
+    assert v is not None and v.status == "confirmed" and v.arch == "sm_120"
+    assert [b.sass for b in v.binaries] == [("sm_90a",)]
+    assert v.to_dict()["binaries"][0]["kernels_found"] == ["_Z11frob_kernelPf"]
+
+
+def test_binaries_with_the_arch_refute_it(libs: dict[str, Path]) -> None:
+    from diagnose import diagnose_text
+
+    log = _crash("GPU 0: NVIDIA GeForce RTX 3090", NO_IMAGE, libs["fat"])
+    v = diagnose_text(log, verify=True).verification
+    assert v is not None and v.status == "refuted"
+
+
+def test_error_internal_on_a_gpu_the_binary_lacks_is_redirected(libs: dict[str, Path]) -> None:
+    from diagnose import diagnose_text
+
+    error = (
+        "[TensorRT-LLM][ERROR] Assertion failed: Failed to initialize cutlass TMA WS grouped "
+        "gemm. Error: Error Internal (/src/moe_gemm/moe_gemm_tma_ws.inl:311)"
+    )
+    log = _crash("GPU 0: NVIDIA GB10", error, libs["sm120a"])
+    d = diagnose_text(log, verify=True)
+    assert d.cause == "smem-overflow"
+    v = d.verification
+    assert v is not None and v.status == "refuted" and v.better_cause == "arch-unsupported"
+    assert v.arch == "sm_121"
+
+
+def test_binaries_from_another_machine_are_found_by_name(
+    libs: dict[str, Path], tmp_path: Path
+) -> None:
+    from diagnose import diagnose_text
+
+    elsewhere = Path("/nonexistent/build") / libs["sm90a"].name
+    log = _crash("GPU 0: NVIDIA GeForce RTX 5090", NO_IMAGE, elsewhere)
+    assert diagnose_text(log, verify=True).verification.binaries == ()  # type: ignore[union-attr]
+    found = diagnose_text(log, verify=True, binaries=libs["sm90a"].parent)
+    assert found.verification is not None and found.verification.status == "confirmed"
+
+
+def test_no_arch_in_the_log_lists_the_binaries_without_a_verdict(libs: dict[str, Path]) -> None:
+    from diagnose import diagnose_text
+
+    log = NO_IMAGE + f"\n1       0x7f0000001000 {libs['sm90a']}(+0x1234)\n"
+    v = diagnose_text(log, verify=True).verification
+    assert v is not None and v.binaries and v.status != "confirmed"
+    assert any("--arch" in n for n in v.notes)
+    given = diagnose_text(log, verify=True, arch="sm_120").verification
+    assert given is not None and given.status == "confirmed"

@@ -129,6 +129,10 @@ def verification_lines(v: Verification) -> list[str]:
             + ": "
             + ", ".join(f"{t.name} {t.smem} B {'fits' if t.fits else 'OVER'}" for t in v.tiles)
         )
+    for b in v.binaries:
+        code = ", ".join((*b.sass, *b.ptx)) or "no device code"
+        kernels = f"; {len(b.kernels)} kernels" if b.kernels else ""
+        out.append(f"binary {b.path}: {code}{kernels}")
     if v.better_cause:
         out.append(f"better explanation: {v.better_cause}")
     if v.recommendation:

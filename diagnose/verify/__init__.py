@@ -40,8 +40,33 @@ def verify(
     *,
     kb: KnowledgeBase | None = None,
     cache: Path | None = None,
+    binaries: Path | None = None,
+    arch: str | None = None,
 ) -> Verification:
-    """Verify ``diagnosis``'s primary finding up to ``level`` (``model``/``compile``/``run``)."""
+    """Verify ``diagnosis``'s primary finding up to ``level`` (``model``/``compile``/``run``).
+
+    At every level the CUDA binaries the frames name are read when they are on this machine
+    (or under ``binaries``) and can confirm or refute an arch verdict (see
+    :mod:`diagnose.verify.binary_check`); ``arch`` is the GPU's when the log does not say it.
+    """
+    result = _verify(diagnosis, level, kb=kb, cache=cache)
+    from diagnose.verify.binary_check import check_binaries
+
+    if kb is None:
+        from diagnose.kb import load_kb
+
+        kb = load_kb()
+    return check_binaries(result, diagnosis, kb, binaries=binaries, arch=arch)
+
+
+def _verify(
+    diagnosis: Diagnosis,
+    level: str,
+    *,
+    kb: KnowledgeBase | None,
+    cache: Path | None,
+) -> Verification:
+    """The GEMM and memory levels (see :func:`verify`)."""
     from diagnose.verify.spec import GemmSpec, build_spec
 
     if level not in LEVELS:

@@ -76,6 +76,8 @@ class Verification:
     source_file: str = ""
     source_line: int | None = None
     source_lines: tuple[tuple[int, str], ...] = ()
+    #: The CUDA binaries the crash's frames name, as read (``diagnose.verify.binaries``).
+    binaries: tuple[Any, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """Return the JSON object stored under the diagnosis' ``verification`` key."""
@@ -106,4 +108,5 @@ class Verification:
             }
             if self.source_lines
             else None,
+            "binaries": [b.to_dict() for b in self.binaries],
         }
