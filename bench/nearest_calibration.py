@@ -39,7 +39,7 @@ def score_folder(
     from rapidfuzz import fuzz, process
 
     from diagnose import diagnose_file
-    from diagnose.api import _informative
+    from diagnose.engine import _informative
     from diagnose.kb import mask_signature
 
     rows: list[dict[str, object]] = []

@@ -32,6 +32,7 @@ from typing import Any
 
 from diagnose.datafiles import data_dir
 from diagnose.records import record
+from diagnose.snapshot import storable
 from diagnose.tomlsource import load_toml
 
 __all__ = ["Catalogue", "Tailored", "catalogues", "engines_in", "tailor"]
@@ -72,7 +73,7 @@ def catalogues() -> Mapping[str, Catalogue]:
 
     Read back from the snapshot while neither the file nor this module changed.
     """
-    from diagnose.rules.snapshot import memo
+    from diagnose.snapshot import memo
 
     path = data_dir("kb") / "stacks.toml"
     return memo("engines", (path, Path(__file__)), lambda: _read(path))
@@ -228,3 +229,6 @@ def tailor(
             "of the fixes; paste the launch command for engine-specific advice."
         )
     return Tailored(tuple(out), engine, note)
+
+
+storable(Catalogue)

@@ -31,6 +31,7 @@ from typing import Any
 
 from diagnose.lazyre import lazy
 from diagnose.records import record
+from diagnose.snapshot import storable
 from diagnose.tomlsource import TomlSource, load_toml
 
 __all__ = ["REFERENCE_RE", "Concept", "expand", "parse_concepts"]
@@ -158,3 +159,6 @@ def _parse(
         references=tuple(data.get("references", ())),
         path=str(path),
     )
+
+
+storable(Concept)

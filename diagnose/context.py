@@ -166,7 +166,7 @@ def _server_args_file() -> Path:
 
 @lru_cache(maxsize=2)
 def _aliases_of(path: Path) -> dict[str, str]:
-    from diagnose.rules.snapshot import memo
+    from diagnose.snapshot import memo
 
     return memo("server-args", (path, Path(__file__)), lambda: _read_aliases(path))
 

@@ -18,34 +18,20 @@ When 312 nodes hit the same shared-memory overflow, the useful line is
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from diagnose.records import record
+from diagnose.signature import as_dict as _as_dict
+from diagnose.signature import primary_region as _primary_region
+from diagnose.signature import signature
 
 if TYPE_CHECKING:
     from diagnose.report import Diagnosis
 
 __all__ = ["FleetGroup", "diagnose_paths", "group", "signature", "summarize", "summarize_path"]
 
-_MAX_SIGNATURE = 400
-_SIGNATURE_FRAMES = 4
 _MAX_SOURCES = 20
-
-# Masked before comparison: hex addresses, long hashes, numbers (ranks, pids, sizes, line
-# numbers), directory parts of paths (each node installs into its own venv), quoted ids.
-_HEX = re.compile(r"0[xX][0-9a-fA-F]+|\b[0-9a-fA-F]{8,}\b")
-_PATH_DIRS = re.compile(r"(?:[\w.+-]*/)+(?=[\w.+-]+)")
-_NUMBER = re.compile(r"\d+")
-_SPACE = re.compile(r"\s+")
-
-
-def _mask(text: str) -> str:
-    text = _HEX.sub("#", text[:4096])
-    text = _PATH_DIRS.sub("", text)
-    text = _NUMBER.sub("#", text)
-    return _SPACE.sub(" ", text).strip()
 
 
 @record
@@ -78,46 +64,6 @@ class FleetGroup:
             "sources": list(self.sources),
             "title": self.title,
         }
-
-
-def _as_dict(item: Diagnosis | Mapping[str, Any]) -> Mapping[str, Any]:
-    return item if isinstance(item, Mapping) else item.to_dict()
-
-
-def _primary_region(record: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The crash region the verdict rests on, in any of the accepted record shapes."""
-    crash = record.get("crash")
-    if isinstance(crash, Mapping):
-        return crash
-    crashes = record.get("crashes") or []
-    primary = record.get("primary") or {}
-    index = primary.get("region_index") if isinstance(primary, Mapping) else None
-    if isinstance(index, int) and 0 <= index < len(crashes):
-        return crashes[index]  # type: ignore[no-any-return]
-    return crashes[0] if crashes else None
-
-
-def signature(item: Diagnosis | Mapping[str, Any]) -> str:
-    """The normalised signature of a result's main crash: masked message + top frames.
-
-    Accepts every record shape :func:`group` accepts; a summary record's own
-    ``signature`` is returned as is.  Empty when the result holds no crash.
-    """
-    record = _as_dict(item)
-    if "signature" in record and "crashes" not in record and "crash" not in record:
-        return str(record["signature"])
-    region = _primary_region(record)
-    if region is None:
-        return ""
-    functions = [
-        str(f.get("function"))
-        for f in region.get("frames", [])[: _SIGNATURE_FRAMES * 4]
-        if isinstance(f, Mapping) and f.get("function")
-    ][:_SIGNATURE_FRAMES]
-    text = _mask(str(region.get("message", "")))
-    if functions:
-        text += " | " + " < ".join(_mask(f) for f in functions)
-    return text[:_MAX_SIGNATURE]
 
 
 def _label_facts(record: Mapping[str, Any]) -> tuple[str | None, str | None]:

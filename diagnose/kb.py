@@ -23,6 +23,7 @@ from diagnose.concepts import Concept, parse_concepts
 from diagnose.datafiles import data_dir
 from diagnose.lazyre import lazy
 from diagnose.records import record
+from diagnose.snapshot import storable
 from diagnose.tomlsource import TomlSource, load_toml
 
 __all__ = [
@@ -745,7 +746,7 @@ def _rules_dir() -> Path | None:
 def _default_kb(extra: tuple[Path, ...] = ()) -> KnowledgeBase:
     """The shipped kb (plus ``DIAGNOSE_KB_PATH``'s folders): from the on-disk snapshot when
     no input or code changed since."""
-    from diagnose.rules import snapshot
+    from diagnose import snapshot
 
     root, rules_dir = data_dir("kb"), _rules_dir()
     # The version hashes the rules dir too, so its files are part of the key.
@@ -777,3 +778,6 @@ def load_kb(extra_dirs: Sequence[Path] = (), *, root: Path | None = None) -> Kno
         return _default_kb(env)
     extra_dirs = (*env, *extra_dirs)
     return _build(root or data_dir("kb"), tuple(extra_dirs), _rules_dir())
+
+
+storable(Fix, Reference, FixedIn, Cause, ArchFacts, Gpu, _NameKey, KnowledgeBase)

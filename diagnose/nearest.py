@@ -61,8 +61,8 @@ class Likely:
 
 def library(rule_dirs: Sequence[Path] = ()) -> tuple[Entry, ...]:
     """Every known case's masked error text with its cause (from the snapshot when unchanged)."""
+    from diagnose import snapshot
     from diagnose.kb import load_kb
-    from diagnose.rules import snapshot
     from diagnose.rules.loader import rule_dirs as resolve
 
     kb = load_kb()

@@ -234,7 +234,7 @@ def _vocab_table(dirs: tuple[Path, ...]) -> _Table:
     """The error vocabulary in force: ``(kind, weight, pattern)`` groups in file order (each
     compiled on first use), and the lower-cased literals one of which every match contains.
     Derived once per change of the vocabulary files and kept in the snapshot."""
-    from diagnose.rules.snapshot import memo
+    from diagnose.snapshot import memo
 
     files = [f for d in dirs if (f := d / "vocab" / "error-lines.toml").is_file()]
     plain: _Plain = memo("error-lines", (*files, Path(__file__)), _plain_table)
@@ -242,7 +242,7 @@ def _vocab_table(dirs: tuple[Path, ...]) -> _Table:
 
 
 def _plain_table() -> _Plain:
-    from diagnose.rules.prefilter import regex_literals
+    from diagnose.literals import regex_literals
     from diagnose.vocab import vocabulary
 
     groups: list[tuple[str, int, list[str]]] = []

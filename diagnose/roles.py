@@ -20,7 +20,7 @@ from diagnose.model import Frame, Region
 from diagnose.tomlsource import load_toml
 
 if TYPE_CHECKING:
-    from diagnose.rules.glob import Glob
+    from diagnose.globs import Glob
 
 ROLES = ("machinery", "kernel", "runtime", "app")
 #: Order in which frames are offered as the culprit: kernels first, machinery never first.
@@ -33,7 +33,7 @@ _Table = tuple[tuple[str, tuple["Glob", ...], tuple["Glob", ...]], ...]
 @lru_cache(maxsize=1)
 def _table() -> _Table:
     """``(role, function globs, module globs)`` in file order, globs compiled once (snapshotted)."""
-    from diagnose.rules.snapshot import memo
+    from diagnose.snapshot import memo
 
     path = data_dir("kb") / "frame-roles.toml"
     return memo("roles", (path, Path(__file__)), lambda: _read_table(path))
@@ -41,7 +41,7 @@ def _table() -> _Table:
 
 def _read_table(path: Path) -> _Table:
     """Parse and validate the roles file."""
-    from diagnose.rules.glob import Glob
+    from diagnose.globs import Glob
 
     src = load_toml(path)
     entries = src.data.get("roles")

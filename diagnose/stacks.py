@@ -23,7 +23,7 @@ T = TypeVar("T")
 @lru_cache(maxsize=1)
 def markers() -> tuple[tuple[str, tuple[str, ...]], ...]:
     """``(stack id, lower-cased markers)`` pairs from ``kb/stacks.toml`` (snapshotted)."""
-    from diagnose.rules.snapshot import memo
+    from diagnose.snapshot import memo
 
     path = data_dir("kb") / "stacks.toml"
     return memo("stacks", (path, Path(__file__)), lambda: _read_markers(path))

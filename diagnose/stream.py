@@ -19,7 +19,7 @@ How it stays cheap and bounded:
 * Log-wide context (server args, GPUs, versions) comes from the first ``context_head_lines``
   lines, where servers print it, capped at ``_MAX_CONTEXT_LINES`` lines.
 * The same failure printed by several ranks in separate windows is reported once: a
-  diagnosis whose cause and normalised signature (:func:`diagnose.fleet.signature`) were
+  diagnosis whose cause and normalised signature (:func:`diagnose.signature.signature`) were
   already reported within ``dedupe_lines`` lines is dropped and counted in ``stats``.
 """
 
@@ -191,7 +191,7 @@ class StreamDiagnoser:
         self.stats = StreamStats()
         phrases = _ready_phrases()
         self._phrases = tuple((p, p.encode()) for p in phrases)
-        from diagnose.api import rule_triggers
+        from diagnose.engine import rule_triggers
 
         folded = rule_triggers(self.rule_dirs)
         self._trigger = re2.compile(trigger_pattern(TRIGGERS, folded))
@@ -532,7 +532,7 @@ class StreamDiagnoser:
         diagnosis = self._diagnose(segments)
         if diagnosis is None:
             return
-        from diagnose.fleet import signature
+        from diagnose.signature import signature
 
         key = f"{diagnosis.cause}\x00{signature(diagnosis)}"
         last = self._seen.get(key)
@@ -550,8 +550,8 @@ class StreamDiagnoser:
     def _diagnose(self, segments: list[tuple[int, list[str]]]) -> Diagnosis | None:
         """Parse a window (one or two pieces: first line, lines) and diagnose it; ``None``
         when it holds no crash region."""
-        from diagnose.api import diagnose_parsed
         from diagnose.context import extract_context
+        from diagnose.engine import diagnose_parsed
         from diagnose.ingest.normalize import normalize
         from diagnose.pipeline import Parsed
         from diagnose.regions import find_regions
@@ -561,7 +561,7 @@ class StreamDiagnoser:
             for first, raw_lines in segments
             for line in normalize("\n".join(raw_lines), first_line=first)
         )
-        from diagnose.api import rule_wording
+        from diagnose.engine import rule_wording
         from diagnose.roles import assign as assign_roles
 
         regions = assign_roles(find_regions(lines, rule_wording(self.rule_dirs)))

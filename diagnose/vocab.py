@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from diagnose.records import record
+from diagnose.snapshot import storable
 from diagnose.tomlsource import TomlSource, load_toml
 
 __all__ = ["ENV_VAR", "Term", "Vocabulary", "kb_dirs", "vocabulary"]
@@ -97,7 +98,7 @@ class Vocabulary:
     def _needles(self) -> tuple[str, ...] | None:
         """Lower-cased literals one of which every match contains (None: not derivable)."""
         if "_needle_cache" not in self.__dict__:
-            from diagnose.rules.prefilter import regex_literals
+            from diagnose.literals import regex_literals
 
             found: set[str] = set()
             for term in self.terms:
@@ -147,7 +148,7 @@ def vocabulary(name: str) -> Vocabulary:
 @lru_cache(maxsize=4)
 def _load_all(dirs: tuple[Path, ...]) -> dict[str, Vocabulary]:
     """Every vocabulary of ``dirs``, validated once and then read back from the snapshot."""
-    from diagnose.rules.snapshot import memo
+    from diagnose.snapshot import memo
 
     files = sorted({p for d in dirs for p in (d / "vocab").glob("*.toml")})
     names = sorted({p.stem for p in files})
@@ -231,3 +232,6 @@ def _parse(src: TomlSource, path: Path, name: str) -> Vocabulary:
         attrs = tuple((a, entry[a]) for a in attributes if a in entry)
         terms.append(Term(text, tuple(examples), str(reference), attrs))
     return Vocabulary(name, match, ignore_case, tuple(terms))
+
+
+storable(Term, Vocabulary)

@@ -13,10 +13,11 @@ from hypothesis import strategies as st
 from diagnose.context import Fact, LogContext
 from diagnose.errors import RuleFileError
 from diagnose.kb import ArchFacts
+from diagnose.literals import regex_literals
 from diagnose.model import Frame, KernelFacts, LogLine, Region
 from diagnose.rules import Document, RuleSet, match_rules, run_rules
 from diagnose.rules.parse import parse_rule
-from diagnose.rules.prefilter import Prefilter, regex_literals
+from diagnose.rules.prefilter import Prefilter
 from diagnose.tomlsource import TomlSource
 
 SM120 = ArchFacts(
@@ -490,7 +491,7 @@ def test_prefilter_never_hides_a_match(bodies: list[str], lines: list[str]) -> N
 def test_glob_agrees_with_fnmatch(pattern: str, value: str) -> None:
     import fnmatch
 
-    from diagnose.rules.glob import Glob
+    from diagnose.globs import Glob
 
     assert Glob.compile(pattern).matches(value) == fnmatch.fnmatchcase(value, pattern)
     folded = fnmatch.fnmatchcase(value.casefold(), pattern.casefold())

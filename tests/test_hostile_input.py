@@ -88,7 +88,7 @@ def test_binary_input_says_so(tmp_path: Path) -> None:
 
 
 def test_a_changed_cache_file_is_rebuilt_never_trusted(tmp_path: Path) -> None:
-    from diagnose.rules import snapshot
+    from diagnose import snapshot
     from diagnose.sealed import seal, unseal
 
     assert unseal(seal(b"payload")) == b"payload"

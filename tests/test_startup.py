@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from diagnose import snapshot
 from diagnose.datafiles import data_dir
 from diagnose.kb import KnowledgeBase, _build, load_kb
 from diagnose.lazyre import LazyPattern, LazyRE2, lazy
-from diagnose.rules import snapshot
 from diagnose.rules.loader import check_rules, load_rules
 from diagnose.tomlsource import TomlSource
 
@@ -77,6 +77,35 @@ def test_warm_run_skips_rule_validation(tmp_path: Path) -> None:
     warm = _modules_after(run, env)
     assert "diagnose.rules.parse" not in warm
     assert "diagnose.rules.locate" not in warm
+
+
+def test_warm_run_decodes_every_snapshot(tmp_path: Path) -> None:
+    """Each module registers the classes its snapshot holds (snapshot.storable); a class whose
+    module a warm run has not imported yet would make that snapshot miss, silently."""
+    env = {**os.environ, "CRASHKB_CACHE_DIR": str(tmp_path / "cache")}
+    probe = (
+        "import json\n"
+        "import diagnose.snapshot as s\n"
+        "real, missed = s.load, []\n"
+        "def load(key):\n"
+        "    value = real(key)\n"
+        "    if value is None: missed.append(str(key[0]))\n"
+        "    return value\n"
+        "s.load = load\n"
+        "from diagnose.api import diagnose_file\n"
+        "diagnose_file('diagnose/examples/sm120-ep8-smem.log')\n"
+        "print(json.dumps(missed))"
+    )
+
+    def missed() -> list[str]:
+        out = subprocess.run(
+            [sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True,
+            text=True, check=True, timeout=120,
+        ).stdout  # fmt: skip
+        return list(json.loads(out.splitlines()[-1]))
+
+    assert {"kb", "rules"} <= set(missed())  # cold: every table is built and stored
+    assert missed() == []
 
 
 def test_snapshot_round_trip_equals_a_validated_load() -> None:

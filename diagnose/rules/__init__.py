@@ -24,8 +24,8 @@ if TYPE_CHECKING:
     from diagnose.rules.ruleset import RuleSet
     from diagnose.rules.schema import Example, Rule
 
-# Imported on first use (PEP 562): the kb reaches diagnose.rules.snapshot through this
-# package, and must not pay for the engine and loader to get it.
+# Imported on first use (PEP 562): importing one submodule (the schema, the wording)
+# must not pay for the engine and the loader.
 _EXPORTS = {
     "Document": "diagnose.rules.document",
     "RuleRun": "diagnose.rules.engine",

@@ -18,8 +18,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from diagnose import snapshot
 from diagnose.errors import RuleFileError
-from diagnose.rules import snapshot
 from diagnose.rules.ruleset import RuleSet
 from diagnose.rules.schema import Rule
 

@@ -12,10 +12,10 @@ from collections.abc import Callable, Mapping
 from typing import Any, NoReturn, cast
 
 from diagnose.errors import RuleFileError
+from diagnose.globs import Glob
 from diagnose.lazyre import LazyRE2, lazy
+from diagnose.literals import regex_literals
 from diagnose.rules import locate
-from diagnose.rules.glob import Glob
-from diagnose.rules.prefilter import regex_literals
 from diagnose.rules.schema import (
     COMPARE_OPS,
     CONTEXT_OPS,

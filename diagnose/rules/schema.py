@@ -13,9 +13,11 @@ import dataclasses
 from collections.abc import Iterator
 from typing import Any, Literal
 
+from diagnose.globs import Glob  # at run time: a rule snapshot holds Glob objects
 from diagnose.lazyre import lazy
 from diagnose.model import FactValue
 from diagnose.records import record
+from diagnose.snapshot import storable
 
 Severity = Literal["fatal", "warning", "info"]
 Expect = Literal["match", "no-match", "todo-match", "todo-no-match"]
@@ -75,7 +77,7 @@ class FrameSignal:
     """A glob on one frame field plus optional kernel-vocabulary predicates (arch, dtype, tile).
 
     Globs know ``*`` and ``?`` only and must match the whole value; they are
-    compiled to :class:`~diagnose.rules.glob.Glob` (``*_match``): linear time, no backtracking.
+    compiled to :class:`~diagnose.globs.Glob` (``*_match``): linear time, no backtracking.
     """
 
     field: str
@@ -85,8 +87,8 @@ class FrameSignal:
     dtype_glob: str | None = None
     tile: tuple[TileTest, ...] = ()
     glob_match: Any = dataclasses.field(default=None, compare=False, repr=False)
-    arch_match: Any = dataclasses.field(default=None, compare=False, repr=False)
-    dtype_match: Any = dataclasses.field(default=None, compare=False, repr=False)
+    arch_match: Glob | None = dataclasses.field(default=None, compare=False, repr=False)
+    dtype_match: Glob | None = dataclasses.field(default=None, compare=False, repr=False)
 
 
 @record
@@ -214,3 +216,18 @@ class Rule:
         yield from self.none
         yield from self.optional
         yield from self.confirm
+
+
+storable(
+    TextSignal,
+    RegexSignal,
+    TileTest,
+    FrameSignal,
+    RegionKindSignal,
+    ContextSignal,
+    Operand,
+    NumericSignal,
+    FuzzySignal,
+    Example,
+    Rule,
+)

@@ -13,22 +13,20 @@ determines them, under ``~/.cache/crashkb/verify``.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
 from diagnose.records import record
+from diagnose.verify.cache import COMPILE_TIMEOUT, cache_dir, cache_load, cache_store
 from diagnose.verify.model import arch_mismatch
 from diagnose.verify.result import Verification
 from diagnose.verify.spec import GemmSpec
 
-COMPILE_TIMEOUT = 180.0  # the issue's budget for one cold compile on 2 cores
 RUN_TIMEOUT = 20.0
 
 # Canonical dtype -> CUTLASS element type; only these strings can reach a probe.
@@ -51,33 +49,6 @@ class Headers:
     include: Path
     version: str
     source: str
-
-
-def cache_dir() -> Path:
-    """``$CRASHKB_CACHE_DIR/verify``, else ``$XDG_CACHE_HOME/crashkb/verify`` (~/.cache)."""
-    own = os.environ.get("CRASHKB_CACHE_DIR")
-    if own:
-        return Path(own) / "verify"
-    root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(root) / "crashkb" / "verify"
-
-
-def cache_load(path: Path) -> dict[str, object] | None:
-    """A cached JSON result: the object stored at ``path``, ``None`` when absent or unreadable."""
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def cache_store(path: Path, data: Mapping[str, object]) -> None:
-    """Keep a JSON result at ``path``; a read-only home only costs the cache."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(data))
-    except OSError:
-        pass
 
 
 def find_nvcc() -> tuple[str, str] | None:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from diagnose.records import record
-from diagnose.verify.compile import COMPILE_TIMEOUT, cache_dir, cache_load, cache_store
+from diagnose.verify.cache import COMPILE_TIMEOUT, cache_dir, cache_load, cache_store
 from diagnose.verify.result import Verification
 from diagnose.verify.spec import GemmSpec
 

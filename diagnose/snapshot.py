@@ -32,7 +32,7 @@ from diagnose.lazyre import LazyRE2
 from diagnose.sealed import seal, unseal
 from diagnose.tomlsource import caching
 
-__all__ = ["code_stamp", "decode", "encode", "load", "memo", "save", "tree_stamp"]
+__all__ = ["code_stamp", "decode", "encode", "load", "memo", "save", "storable", "tree_stamp"]
 
 #: Bump when the encoding changes (the file name carries it).
 FORMAT = 1
@@ -40,7 +40,7 @@ FORMAT = 1
 #: without growing when tests load hundreds of temporary rule sets.
 MAX_ENTRIES = 12
 
-_PACKAGE = Path(__file__).resolve().parents[1]
+_PACKAGE = Path(__file__).resolve().parent
 #: Sources whose logic decides what a load produces (validation, schema, defaults,
 #: region kinds, arch fact names): editing one invalidates every snapshot.
 _CODE = (
@@ -51,13 +51,14 @@ _CODE = (
     "regions.py",
     "tomlsource.py",
     "datafiles.py",
-    "rules/glob.py",
+    "globs.py",
+    "literals.py",
     "rules/loader.py",
     "rules/locate.py",
     "rules/parse.py",
     "rules/prefilter.py",
     "rules/schema.py",
-    "rules/snapshot.py",
+    "snapshot.py",
 )
 
 Key = tuple[Any, ...]
@@ -130,50 +131,26 @@ def _walk(folder: str, parts: tuple[str, ...], out: list[tuple[tuple[str, ...], 
 # --------------------------------------------------------------------------- codec
 
 
-def _registry() -> dict[str, type]:
-    """Classes a snapshot may hold, by name (imported here: they exist once a load ran)."""
-    from diagnose import advice, concepts, kb, vocab
-    from diagnose.rules import glob, schema
-
-    classes: list[type] = [
-        schema.TextSignal,
-        schema.RegexSignal,
-        schema.TileTest,
-        schema.FrameSignal,
-        schema.RegionKindSignal,
-        schema.ContextSignal,
-        schema.Operand,
-        schema.NumericSignal,
-        schema.FuzzySignal,
-        schema.Example,
-        schema.Rule,
-        glob.Glob,
-        kb.Fix,
-        kb.Reference,
-        kb.FixedIn,
-        kb.Cause,
-        kb.ArchFacts,
-        kb.Gpu,
-        kb._NameKey,
-        kb.KnowledgeBase,
-        concepts.Concept,
-        vocab.Term,
-        vocab.Vocabulary,
-        advice.Catalogue,
-    ]
-    return {cls.__qualname__: cls for cls in classes}
-
-
-_classes: dict[str, type] | None = None
+#: Classes a snapshot may hold, by qualified name.  The modules that define them
+#: declare them with :func:`storable` when imported, so this low-level module never
+#: imports the kb, vocabulary or rule schema (which sit above it and use :func:`memo`).
+#: A snapshot naming a class not registered (its module not yet imported) fails to
+#: decode and is simply rebuilt: that only costs speed.
+_classes: dict[str, type] = {}
 _RE2_TAG = "\x00re2"
 _CONTAINERS = (list, tuple, dict)
 _CONTAINER_TYPES = frozenset(_CONTAINERS)
 
 
+def storable(*classes: type) -> None:
+    """Allow instances of ``classes`` (frozen dataclasses) in snapshots."""
+    for cls in classes:
+        if not dataclasses.is_dataclass(cls):
+            raise TypeError(f"{cls.__qualname__} is not a dataclass")
+        _classes[cls.__qualname__] = cls
+
+
 def _known() -> dict[str, type]:
-    global _classes
-    if _classes is None:
-        _classes = _registry()
     return _classes
 
 

@@ -12,6 +12,7 @@ import re
 
 from diagnose.lazyre import LazyRE2
 from diagnose.records import record
+from diagnose.snapshot import storable
 
 
 def glob_to_regex(glob: str, *, ignore_case: bool = False) -> str:
@@ -59,3 +60,6 @@ class Glob:
                 return False
             pos = found + len(middle)
         return value.endswith(last)
+
+
+storable(Glob)

@@ -1,0 +1,75 @@
+"""The normalised signature of a crash: what stays the same across copies of one failure.
+
+Masks what differs between nodes, ranks and retries (numbers, addresses, hashes,
+the directory part of paths) in the crash message and its top frame functions.
+:mod:`diagnose.fleet` groups results by it; :mod:`diagnose.stream` uses it to
+report a repeating failure once.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from diagnose.report import Diagnosis
+
+__all__ = ["as_dict", "primary_region", "signature"]
+
+_MAX_SIGNATURE = 400
+_SIGNATURE_FRAMES = 4
+
+# Masked before comparison: hex addresses, long hashes, numbers (ranks, pids, sizes, line
+# numbers), directory parts of paths (each node installs into its own venv), quoted ids.
+_HEX = re.compile(r"0[xX][0-9a-fA-F]+|\b[0-9a-fA-F]{8,}\b")
+_PATH_DIRS = re.compile(r"(?:[\w.+-]*/)+(?=[\w.+-]+)")
+_NUMBER = re.compile(r"\d+")
+_SPACE = re.compile(r"\s+")
+
+
+def _mask(text: str) -> str:
+    text = _HEX.sub("#", text[:4096])
+    text = _PATH_DIRS.sub("", text)
+    text = _NUMBER.sub("#", text)
+    return _SPACE.sub(" ", text).strip()
+
+
+def as_dict(item: Diagnosis | Mapping[str, Any]) -> Mapping[str, Any]:
+    return item if isinstance(item, Mapping) else item.to_dict()
+
+
+def primary_region(record: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The crash region the verdict rests on, in any of the accepted record shapes."""
+    crash = record.get("crash")
+    if isinstance(crash, Mapping):
+        return crash
+    crashes = record.get("crashes") or []
+    primary = record.get("primary") or {}
+    index = primary.get("region_index") if isinstance(primary, Mapping) else None
+    if isinstance(index, int) and 0 <= index < len(crashes):
+        return crashes[index]  # type: ignore[no-any-return]
+    return crashes[0] if crashes else None
+
+
+def signature(item: Diagnosis | Mapping[str, Any]) -> str:
+    """The normalised signature of a result's main crash: masked message + top frames.
+
+    Accepts every record shape :func:`group` accepts; a summary record's own
+    ``signature`` is returned as is.  Empty when the result holds no crash.
+    """
+    record = as_dict(item)
+    if "signature" in record and "crashes" not in record and "crash" not in record:
+        return str(record["signature"])
+    region = primary_region(record)
+    if region is None:
+        return ""
+    functions = [
+        str(f.get("function"))
+        for f in region.get("frames", [])[: _SIGNATURE_FRAMES * 4]
+        if isinstance(f, Mapping) and f.get("function")
+    ][:_SIGNATURE_FRAMES]
+    text = _mask(str(region.get("message", "")))
+    if functions:
+        text += " | " + " < ".join(_mask(f) for f in functions)
+    return text[:_MAX_SIGNATURE]
