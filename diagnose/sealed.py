@@ -10,7 +10,12 @@ payload only when the digest still matches.
 
 from __future__ import annotations
 
-import hashlib
+try:
+    # The C BLAKE2 module alone: `import hashlib` also loads OpenSSL's _hashlib, ~2.2 ms of a
+    # ~90 ms warm CLI run that reads sealed caches and hashes nothing else.
+    from _blake2 import blake2b
+except ImportError:  # an interpreter built without it
+    from hashlib import blake2b
 
 __all__ = ["seal", "unseal"]
 
@@ -20,7 +25,7 @@ _DIGEST = 16
 
 def seal(payload: bytes) -> bytes:
     """``payload`` with a header and its digest in front."""
-    return _MAGIC + hashlib.blake2b(payload, digest_size=_DIGEST).digest() + payload
+    return _MAGIC + blake2b(payload, digest_size=_DIGEST).digest() + payload
 
 
 def unseal(blob: bytes) -> bytes | None:
@@ -29,6 +34,6 @@ def unseal(blob: bytes) -> bytes | None:
         return None
     start = len(_MAGIC) + _DIGEST
     digest, payload = blob[len(_MAGIC) : start], blob[start:]
-    if hashlib.blake2b(payload, digest_size=_DIGEST).digest() != digest:
+    if blake2b(payload, digest_size=_DIGEST).digest() != digest:
         return None
     return payload
