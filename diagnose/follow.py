@@ -19,7 +19,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 from diagnose.exitcodes import ExitCode, for_verdict
 from diagnose.records import record
@@ -38,6 +38,9 @@ class Signal(enum.Enum):
     RESTART = "restart"  # the file was truncated or replaced: line numbers restart at 1
 
 
+#: Bytes of the end of what was read, compared with the file before each read.
+_TAIL = 64
+
 IDLE = Signal.IDLE
 RESTART = Signal.RESTART
 
@@ -54,10 +57,13 @@ def follow_file(
 
     A missing file is waited for (a server may not have created it yet).  Rotation is
     seen as the path naming another inode; truncation as the size dropping below the
-    read position.  Never raises for a vanished or unreadable file: it keeps waiting.
+    read position, or as the last bytes read no longer being where they were (truncated
+    and regrown past the read position between two polls).  Never raises for a vanished
+    or unreadable file: it keeps waiting.
     """
     handle = None
     identity: tuple[int, int] | None = None
+    tail = b""  # the last bytes read, which must still be where they were
     try:
         while stop is None or not stop():
             if handle is None:
@@ -68,11 +74,19 @@ def follow_file(
                     sleep(poll)
                     continue
                 st = os.fstat(handle.fileno())
+                tail = b""
                 if identity is not None:
                     yield RESTART  # a new file at the path: it starts at line 1
                 identity = (st.st_dev, st.st_ino)
+            if _rewritten(handle, tail):
+                # Truncated and regrown past the read position between two reads
+                # (copytruncate and a chatty server): reading on would lose the crash.
+                handle.seek(0)
+                tail = b""
+                yield RESTART
             data = handle.read(chunk_size)
             if data:
+                tail = (tail + data[-_TAIL:])[-_TAIL:]
                 yield data
                 continue
             try:
@@ -85,6 +99,7 @@ def follow_file(
                 continue
             if os.fstat(handle.fileno()).st_size < handle.tell():
                 handle.seek(0)  # copytruncate: the same file starts over
+                tail = b""
                 yield RESTART
                 continue
             yield IDLE
@@ -92,6 +107,17 @@ def follow_file(
     finally:
         if handle is not None:
             handle.close()
+
+
+def _rewritten(handle: BinaryIO, tail: bytes) -> bool:
+    """True when the bytes just before the read position are no longer the ones read there."""
+    if not tail:
+        return False
+    end = handle.tell()
+    try:
+        return os.pread(handle.fileno(), len(tail), end - len(tail)) != tail
+    except OSError:
+        return False
 
 
 @record

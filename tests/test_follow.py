@@ -35,6 +35,24 @@ def test_follow_file_growth_truncation_rotation(tmp_path: Path) -> None:
     gen.close()
 
 
+def test_follow_file_truncated_and_regrown_within_one_poll(tmp_path: Path) -> None:
+    """copytruncate, then the server writes past the old read position before the next poll:
+    the size never drops below it, yet the crash at the new file's start must be read."""
+    log = tmp_path / "server.log"
+    log.write_bytes(b"INFO warming up\n")
+    gen = follow_file(log, poll=0, sleep=lambda _: None)
+    assert next(gen) == b"INFO warming up\n"
+    assert next(gen) is IDLE
+    crash = b"RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    log.write_bytes(crash + b"INFO shutting down\n")  # longer than what was read
+    assert next(gen) is RESTART
+    assert next(gen) == crash + b"INFO shutting down\n"
+    with log.open("ab") as f:  # plain growth after that is not a restart
+        f.write(b"more\n")
+    assert next(gen) == b"more\n"
+    gen.close()
+
+
 def test_follow_file_waits_for_a_missing_file(tmp_path: Path) -> None:
     log = tmp_path / "later.log"
     gen = follow_file(log, poll=0, sleep=lambda _: None)
