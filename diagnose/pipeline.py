@@ -8,13 +8,21 @@ keeping memory bounded however large the log is.
 
 from __future__ import annotations
 
+import io
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import BinaryIO
 
 from diagnose.context import LogContext, extract_context
 from diagnose.ingest.normalize import normalize
-from diagnose.ingest.read import WHOLE_INPUT_LIMIT, open_source, read_text
+from diagnose.ingest.read import (
+    WHOLE_INPUT_LIMIT,
+    Bounded,
+    input_note,
+    open_bounded,
+    read_text,
+)
 from diagnose.model import LogLine, Region
 from diagnose.records import record
 from diagnose.regions import Wording, find_regions
@@ -74,14 +82,17 @@ def parse_source(
     opened at all; any bytes that can be read give a result.
     """
     name = _source_name(source)
-    if isinstance(source, (str, os.PathLike)) and str(source) != "-":
-        try:
-            size = os.stat(source).st_size
-        except OSError:
-            size = 0  # let read_text produce the one-line InputError
-        if size > WHOLE_INPUT_LIMIT:
-            return _parse_streamed(source, name, wording, triggers() if triggers else ())
-    return parse_text(read_text(source), name, wording)
+    with open_bounded(source, WHOLE_INPUT_LIMIT, STREAM_HEAD_BYTES) as bounded:
+        if bounded.text is not None:
+            return parse_text(bounded.text, name, wording)
+        parsed = _parse_streamed(bounded, name, wording, triggers() if triggers else ())
+    notes = bounded.notes()  # known only now that the stream was read to its end
+    if not notes:
+        return parsed
+    # Said as read_text says it: lines after the last one.
+    end = parsed.total_lines
+    said = tuple(LogLine(end + i, input_note(n)) for i, n in enumerate(notes, 1))
+    return replace(parsed, lines=(*parsed.lines, *said), total_lines=end + len(said))
 
 
 #: A streamed log's settings (server args, GPU, versions) are printed at start-up; read
@@ -92,22 +103,24 @@ STREAM_HEAD_BYTES = 1 << 20
 
 
 def _parse_streamed(
-    source: str | os.PathLike[str],
+    bounded: Bounded,
     name: str,
     wording: Wording | None = None,
     triggers: Sequence[str] = (),
 ) -> Parsed:
-    """Scan a big file with literal prefilters and parse only the candidate windows.
+    """Scan a big input with literal prefilters and parse only the candidate windows.
 
     ``triggers``: the rule base's literals (``diagnose.rules.wording.scan_literals``), any case.
     """
     from diagnose.context import ready_phrases
     from diagnose.ingest.scan import scan
 
-    head = normalize(read_text(source, limit=STREAM_HEAD_BYTES))
+    # The stream's first bytes were read to see the input is big; the stream replays them,
+    # so the scan still starts at line 1.
+    assert bounded.stream is not None
+    head = normalize(read_text(io.BytesIO(bounded.first), limit=STREAM_HEAD_BYTES))
     head = head[:-1] if head else head  # the last head line may be cut mid-line
-    with open_source(source) as stream:
-        result = scan(stream, context_literals=ready_phrases(), folded_triggers=triggers)
+    result = scan(bounded.stream, context_literals=ready_phrases(), folded_triggers=triggers)
     lines: list[LogLine] = []
     regions: list[Region] = []
     for first_line, raw_lines in result.windows:

@@ -21,25 +21,32 @@ import io
 import os
 import sys
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO, BinaryIO, cast
 
 from diagnose.errors import InputError
+from diagnose.records import record
 
 __all__ = [
     "CHUNK_BYTES",
+    "CUT_NOTE",
+    "LIMIT_NOTE",
+    "MAX_INPUT_BYTES",
     "MAX_LINE_CHARS",
     "NOTE_PREFIX",
     "WHOLE_INPUT_LIMIT",
+    "Bounded",
     "dropped_marker",
     "input_note",
     "iter_lines",
+    "open_bounded",
     "open_source",
     "read_text",
 ]
 
-#: Inputs smaller than this go through ``normalize`` + ``find_regions`` whole; larger ones
-#: through :func:`diagnose.ingest.scan.scan` first.  8 MiB is about 80k lines: a full parse
+#: Inputs that hold at most this many (decompressed) bytes go through ``normalize`` +
+#: ``find_regions`` whole; larger ones, from a file, a pipe or an archive alike, through
+#: :func:`diagnose.ingest.scan.scan` first.  8 MiB is about 80k lines: a full parse
 #: costs ~1-2 s there on one core, and every paste from a chat or issue is far below it.
 #: Kept here, not in ``scan``, so a small input never imports the scanner (~1.5 ms).
 WHOLE_INPUT_LIMIT = 8 * 1024 * 1024
@@ -52,6 +59,18 @@ MAX_LINE_CHARS = 1 << 20
 #: Bytes read per call when streaming (must stay below MAX_LINE_CHARS: _LineSplitter relies
 #: on a line that starts and ends inside one chunk being shorter than the cap).
 CHUNK_BYTES = 1 << 16
+#: Said when a compressed input ends without its end-of-stream marker.
+CUT_NOTE = (
+    "the compressed input ends early (no end-of-stream marker): it was cut, "
+    "and everything before the cut was read"
+)
+#: No input is read past this many (decompressed) bytes: a decompression bomb or an
+#: endless pipe (``< /dev/zero``) ends here, in bounded memory all the way (README "Usage").
+MAX_INPUT_BYTES = 32 << 30
+LIMIT_NOTE = (
+    f"only its first {MAX_INPUT_BYTES >> 30} GiB (decompressed) were read; "
+    "to diagnose its end, pass the end (tail -c 1G) instead"
+)
 
 # How many bytes we look at to recognise compression and text encodings.
 _SNIFF_BYTES = 4096
@@ -288,24 +307,84 @@ def _chunks(
     left = limit
     while left is None or left > 0:
         want = CHUNK_BYTES if left is None else min(CHUNK_BYTES, left)
-        try:
-            data = stream.read(want)
-        except _corrupt_archive_errors():
-            if cut is not None:
-                cut.append(True)
-            return
-        except OSError as exc:
-            if type(stream).__module__ in {"gzip", "lzma", "bz2"}:
-                # bz2 reports a corrupt stream as a bare OSError("Invalid data stream").
-                if cut is not None:
-                    cut.append(True)
-                return
-            raise InputError(_describe(name, exc)) from None
+        data = _read_guarded(stream, want, name, cut)
         if not data:
             return
         if left is not None:
             left -= len(data)
         yield data
+
+
+def _read_guarded(stream: IO[bytes], want: int, name: str, cut: list[bool] | None) -> bytes:
+    """Up to ``want`` bytes of ``stream``; ``b""`` at its end or where its archive breaks off."""
+    try:
+        return stream.read(want) or b""
+    except _corrupt_archive_errors():
+        _broke_off(cut)
+    except OSError as exc:
+        _os_error(stream, exc, name, cut)
+    return b""
+
+
+def _broke_off(cut: list[bool] | None) -> None:
+    """Note that a compressed stream broke off (``cut`` collects it)."""
+    if cut is not None:
+        cut.append(True)
+
+
+def _os_error(stream: IO[bytes], exc: OSError, name: str, cut: list[bool] | None) -> None:
+    """A read error: the archive broke off when a decompressor raised it, else InputError."""
+    if type(stream).__module__ not in {"gzip", "lzma", "bz2"}:
+        raise InputError(_describe(name, exc)) from None
+    _broke_off(cut)  # bz2 reports a corrupt stream as a bare OSError("Invalid data stream")
+
+
+class _Guarded(io.RawIOBase):
+    """A decompressed stream read to its end: where the archive breaks off, it just ends.
+
+    It first replays the bytes :func:`open_bounded` read to decide (:meth:`replay`), reads
+    at most :data:`MAX_INPUT_BYTES` in all, and :meth:`notes` says how it ended.
+    """
+
+    def __init__(self, stream: IO[bytes], name: str) -> None:
+        super().__init__()
+        self._stream, self._name = stream, name
+        self._cut: list[bool] = []
+        self._left = MAX_INPUT_BYTES
+        self._replay = memoryview(b"")
+
+    def replay(self, head: bytearray) -> None:
+        """Give ``head`` (already read through this stream) again before reading on."""
+        self._replay = memoryview(head)
+
+    def readable(self) -> bool:
+        """Always readable."""
+        return True
+
+    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+        """Fill ``buffer``; 0 at the end, where the archive breaks off, or at the limit."""
+        out = memoryview(buffer).cast("B")
+        if self._replay.nbytes:
+            n = min(len(out), self._replay.nbytes)
+            out[:n], self._replay = self._replay[:n], self._replay[n:]
+            return n
+        want = min(len(out), self._left)
+        if want <= 0:
+            return 0
+        got = 0
+        try:
+            got = self._stream.readinto(out[:want]) or 0  # type: ignore[attr-defined]
+        except _corrupt_archive_errors():
+            _broke_off(self._cut)
+        except OSError as exc:
+            _os_error(self._stream, exc, self._name, self._cut)
+        self._left -= got
+        return int(got)
+
+    def notes(self) -> tuple[str, ...]:
+        """What to say about how the input ended: cut archive, or read up to the limit."""
+        cut = (CUT_NOTE,) if _was_cut(self._stream, self._cut) else ()
+        return (*cut, LIMIT_NOTE) if self._left <= 0 else cut
 
 
 def _corrupt_archive_errors() -> tuple[type[BaseException], ...]:
@@ -382,35 +461,79 @@ def read_text(source: str | os.PathLike[str] | BinaryIO, limit: int | None = Non
     so both readers give downstream code the same text.  Raises :class:`InputError`
     only when the source cannot be opened.
     """
-    notes: list[str] = []
     with open_source(source) as stream:
-        name = getattr(stream, "name", "<stream>")
-        buf = bytearray()
-        longest = run = 0  # longest run of bytes without a newline, seen at chunk edges
-        cut: list[bool] = []
-        for chunk in _chunks(stream, limit, str(name), cut):
-            buf += chunk
-            first = chunk.find(b"\n")
-            if first < 0:
-                run += len(chunk)
-            else:
-                longest = max(longest, run + first)
-                run = len(chunk) - chunk.rfind(b"\n") - 1
-        longest = max(longest, run)
-        if _was_cut(stream, cut):
-            notes.append(
-                "the compressed input ends early (no end-of-stream marker): it was cut, "
-                "and everything before the cut was read"
-            )
+        # Unpacked straight into the call: _text_of then holds the only reference to the
+        # bytes and frees them before the text is post-processed.
+        return _text_of(*_collect(stream, limit), whole=limit is None)
+
+
+@record
+class Bounded:
+    """An input read up to a limit: ``text`` when it all fit, else a ``stream`` to scan.
+
+    ``stream`` replays the bytes already read and reads on; ``first`` holds its first
+    bytes (the head a scan reads settings from); ``notes()`` says how a streamed input
+    ended (a cut archive, the input limit), known once the stream was read.
+    """
+
+    text: str | None
+    stream: BinaryIO | None
+    first: bytes
+    notes: Callable[[], tuple[str, ...]]
+
+
+@contextlib.contextmanager
+def open_bounded(
+    source: str | os.PathLike[str] | BinaryIO, limit: int = WHOLE_INPUT_LIMIT, head: int = 0
+) -> Iterator[Bounded]:
+    """Read at most ``limit`` (decompressed) bytes of ``source``, then decide by what came.
+
+    The decision depends on the bytes the input holds, never on its size on disk:
+    standard input, a pipe and a compressed file (however far it expands) are read as a
+    stream like any big file, so memory stays bounded for every kind of input.
+    """
+    with open_source(source) as opened:
+        guarded = _Guarded(opened, str(getattr(opened, "name", "<stream>")))
+        buf, longest, _ = _collect(cast("IO[bytes]", guarded), limit + 1)
+        if len(buf) <= limit:
+            text = _text_of(buf, longest, CUT_NOTE in guarded.notes(), whole=True)
+            yield Bounded(text, None, b"", guarded.notes)
+            return
+        first = bytes(buf[:head])
+        guarded.replay(buf)  # the scan reads from line 1, without a copy of what was read
+        stream = cast("BinaryIO", io.BufferedReader(guarded, buffer_size=CHUNK_BYTES))
+        yield Bounded(None, stream, first, guarded.notes)
+
+
+def _collect(stream: IO[bytes], limit: int | None) -> tuple[bytearray, int, bool]:
+    """Up to ``limit`` bytes of ``stream``, its longest newline-free run, and whether the
+    archive it came from was cut."""
+    name = str(getattr(stream, "name", "<stream>"))
+    buf = bytearray()
+    longest = run = 0  # longest run of bytes without a newline, seen at chunk edges
+    cut: list[bool] = []
+    for chunk in _chunks(stream, limit, name, cut):
+        buf += chunk
+        first = chunk.find(b"\n")
+        if first < 0:
+            run += len(chunk)
+        else:
+            longest = max(longest, run + first)
+            run = len(chunk) - chunk.rfind(b"\n") - 1
+    return buf, max(longest, run), _was_cut(stream, cut)
+
+
+def _text_of(buf: bytearray, longest: int, cut: bool, *, whole: bool) -> str:
+    """Decode what :func:`_collect` read (``whole``: nothing past it was left unread)."""
+    notes: list[str] = []
+    if cut:
+        notes.append(CUT_NOTE)
     encoding = _sniff_encoding(bytes(buf[:_SNIFF_BYTES]))
     if encoding == "utf-8" and (kind := _binary_kind(bytes(buf[:_SNIFF_BYTES]))) is not None:
         notes.append(f"this input looks like {kind}")
-    if limit is None:
-        # Decode in one go: an incremental decoder would first copy the whole buffer.
-        text = buf.decode(encoding, "replace")
-    else:
-        # final=False: a partial character cut by the limit is dropped, not shown as junk.
-        text = _decoder(encoding).decode(buf, final=False)
+    # Whole: decode in one go (an incremental decoder would first copy the whole buffer).
+    # Cut by a limit: final=False drops a partial character instead of showing junk.
+    text = buf.decode(encoding, "replace") if whole else _decoder(encoding).decode(buf, final=False)
     del buf
     if "\x00" in text:
         # NUL runs are filesystem zero-fill after a crash or binary junk; they carry nothing.
