@@ -8,7 +8,6 @@ keeping memory bounded however large the log is.
 
 from __future__ import annotations
 
-import io
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -21,7 +20,6 @@ from diagnose.ingest.read import (
     Bounded,
     input_note,
     open_bounded,
-    read_text,
 )
 from diagnose.model import LogLine, Region
 from diagnose.records import record
@@ -118,7 +116,7 @@ def _parse_streamed(
     # The stream's first bytes were read to see the input is big; the stream replays them,
     # so the scan still starts at line 1.
     assert bounded.stream is not None
-    head = normalize(read_text(io.BytesIO(bounded.first), limit=STREAM_HEAD_BYTES))
+    head = normalize(bounded.head)
     head = head[:-1] if head else head  # the last head line may be cut mid-line
     result = scan(bounded.stream, context_literals=ready_phrases(), folded_triggers=triggers)
     lines: list[LogLine] = []

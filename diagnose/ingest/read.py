@@ -471,14 +471,15 @@ def read_text(source: str | os.PathLike[str] | BinaryIO, limit: int | None = Non
 class Bounded:
     """An input read up to a limit: ``text`` when it all fit, else a ``stream`` to scan.
 
-    ``stream`` replays the bytes already read and reads on; ``first`` holds its first
-    bytes (the head a scan reads settings from); ``notes()`` says how a streamed input
-    ended (a cut archive, the input limit), known once the stream was read.
+    ``stream`` replays the bytes already read and reads on; ``head`` is the text of its
+    first bytes (where a scan reads the settings from), decoded as ``text`` would be;
+    ``notes()`` says how a streamed input ended (a cut archive, the input limit), known
+    once the stream was read.
     """
 
     text: str | None
     stream: BinaryIO | None
-    first: bytes
+    head: str
     notes: Callable[[], tuple[str, ...]]
 
 
@@ -488,6 +489,7 @@ def open_bounded(
 ) -> Iterator[Bounded]:
     """Read at most ``limit`` (decompressed) bytes of ``source``, then decide by what came.
 
+    ``head``: how many bytes of a streamed input to decode as :attr:`Bounded.head`.
     The decision depends on the bytes the input holds, never on its size on disk:
     standard input, a pipe and a compressed file (however far it expands) are read as a
     stream like any big file, so memory stays bounded for every kind of input.
@@ -497,9 +499,10 @@ def open_bounded(
         buf, longest, _ = _collect(cast("IO[bytes]", guarded), limit + 1)
         if len(buf) <= limit:
             text = _text_of(buf, longest, CUT_NOTE in guarded.notes(), whole=True)
-            yield Bounded(text, None, b"", guarded.notes)
+            yield Bounded(text, None, "", guarded.notes)
             return
-        first = bytes(buf[:head])
+        # Decoded from the bytes in hand (``longest`` of the whole probe bounds the head's).
+        first = _text_of(buf[:head], longest, False, whole=False)
         guarded.replay(buf)  # the scan reads from line 1, without a copy of what was read
         stream = cast("BinaryIO", io.BufferedReader(guarded, buffer_size=CHUNK_BYTES))
         yield Bounded(None, stream, first, guarded.notes)
