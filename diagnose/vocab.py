@@ -26,6 +26,7 @@ separated, laid out like ``kb/``) add entries to the shipped vocabularies.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Sequence
@@ -79,7 +80,7 @@ class Vocabulary:
         """The first entry that matches ``line``, or ``None``."""
         if self.match == "literal":
             return next((t for t in self.terms if t.text in line), None)
-        for term, pattern in zip(self.terms, self._compiled(), strict=True):
+        for term, pattern in zip(self.terms, self._compiled, strict=True):
             if pattern.search(line):
                 return term
         return None
@@ -88,45 +89,35 @@ class Vocabulary:
         """Whether some entry matches ``line`` (one combined pattern, behind a literal test)."""
         if self.match == "literal":
             return any(t.text in line for t in self.terms)
-        needles = self._needles()
+        needles = self._needles
         if needles is not None:
             folded = line.lower()
             if not any(n in folded for n in needles):
                 return False
-        return self._combined().search(line) is not None
+        return self._combined.search(line) is not None
 
+    @functools.cached_property
     def _needles(self) -> tuple[str, ...] | None:
         """Lower-cased literals one of which every match contains (None: not derivable)."""
-        if "_needle_cache" not in self.__dict__:
-            from diagnose.literals import regex_literals
+        from diagnose.literals import regex_literals
 
-            found: set[str] = set()
-            for term in self.terms:
-                lits = regex_literals(term.text)
-                if not lits or not all(lit.isascii() for lit in lits):
-                    found = set()
-                    self.__dict__["_needle_cache"] = None
-                    return None
-                found |= {lit.lower() for lit in lits}
-            self.__dict__["_needle_cache"] = tuple(sorted(found))
-        needles: tuple[str, ...] | None = self.__dict__["_needle_cache"]
-        return needles
+        found: set[str] = set()
+        for term in self.terms:
+            lits = regex_literals(term.text)
+            if not lits or not all(lit.isascii() for lit in lits):
+                return None
+            found |= {lit.lower() for lit in lits}
+        return tuple(sorted(found))
 
+    @functools.cached_property
     def _compiled(self) -> list[re.Pattern[str]]:
-        cached: list[re.Pattern[str]] | None = self.__dict__.get("_patterns")
-        if cached is None:
-            flags = re.IGNORECASE if self.ignore_case else 0
-            cached = [re.compile(t.text, flags) for t in self.terms]
-            self.__dict__["_patterns"] = cached
-        return cached
+        flags = re.IGNORECASE if self.ignore_case else 0
+        return [re.compile(t.text, flags) for t in self.terms]
 
+    @functools.cached_property
     def _combined(self) -> re.Pattern[str]:
-        cached: re.Pattern[str] | None = self.__dict__.get("_combined_pattern")
-        if cached is None:
-            flags = re.IGNORECASE if self.ignore_case else 0
-            cached = re.compile("|".join(f"(?:{t.text})" for t in self.terms) or "(?!)", flags)
-            self.__dict__["_combined_pattern"] = cached
-        return cached
+        flags = re.IGNORECASE if self.ignore_case else 0
+        return re.compile("|".join(f"(?:{t.text})" for t in self.terms) or "(?!)", flags)
 
 
 def kb_dirs() -> tuple[Path, ...]:
