@@ -286,6 +286,23 @@ _PROSE_POINTER_RE = lazy(
     r"(?:errors?|exceptions?|tracebacks?|outputs?|logs?|messages?|issues?)\b[^.:\uff1a]{0,40}"
     r"[.:\uff1a]\s*$"
 )
+# A poster's own paragraph about the log, with no first person and no question ("The one run
+# that actually failed logged nothing. Also worth knowing ...", vllm-project/vllm#56824): two
+# sentences on one line, and function words as dense as in English prose (about a third of the
+# words), which no logged message is (they name things: types, paths, numbers, flags).
+_PROSE_SENTENCES_RE = lazy(r"[a-z]{2,}[.;] [A-Z][a-z]+ [a-z]")
+_PROSE_WORD_RE = lazy(r"[A-Za-z']+")
+# Code in the line (a dotted or snake_case name, camelCase): a logged message that names
+# things ("preempted by PreemptionMode.SWAP mode because ..."), however wordy.
+_CODE_TOKEN_RE = lazy(r"[A-Za-z]\.[A-Za-z]|[A-Za-z0-9]_[A-Za-z0-9]|[a-z][A-Z]")
+_FUNCTION_WORDS = frozenset({
+    "the", "a", "an", "of", "to", "in", "on", "at", "and", "or", "but", "is", "are", "was",
+    "were", "be", "been", "has", "have", "had", "this", "that", "these", "those", "which", "who",
+    "it", "its", "as", "for", "with", "from", "by", "not", "no", "all", "only", "than", "then",
+    "so", "also", "there", "their", "they", "we", "you",
+})  # fmt: skip
+_PROSE_MIN_WORDS = 14
+_PROSE_DENSITY = 0.3
 _MD_HEADING_RE = lazy(r"#{1,6} +\S")
 _HEADING_RE = lazy(r"(?i)(?:the |full )?(?:error|errors|error log|error message|traceback)s?:?$")
 _PROSE_QUESTION_RE = lazy(r"\?[\"'`)\]]*\s*$")
@@ -311,7 +328,19 @@ def _is_prose(s: str) -> bool:
         or _PROSE_OPENER_RE.match(s) is not None
         or _PROSE_QUESTION_RE.search(s) is not None
         or _PROSE_POINTER_RE.search(s) is not None
+        or _reads_as_paragraph(s)
     )
+
+
+def _reads_as_paragraph(s: str) -> bool:
+    """Two sentences with prose's density of function words (see ``_FUNCTION_WORDS``)."""
+    if _PROSE_SENTENCES_RE.search(s) is None or _CODE_TOKEN_RE.search(s) is not None:
+        return False
+    words = _PROSE_WORD_RE.findall(s)
+    if len(words) < _PROSE_MIN_WORDS:
+        return False
+    common = sum(w.lower() in _FUNCTION_WORDS for w in words)
+    return common >= _PROSE_DENSITY * len(words)
 
 
 _STRUCTURED_KINDS = frozenset(

@@ -213,37 +213,21 @@ def unexplained_crash(
 
 # Levels under which a logged error did not end anything by itself.
 _MILD_LEVELS = frozenset({"WARNING", "INFO", "DEBUG", "TRACE"})
-# Warnings that carry their level in the text rather than in a stripped prefix: c10's
-# "[W ...]", TensorRT(-LLM)'s "[WARNING]" / "[W]", and Python's warnings.warn output
-# ("/path/mod.py:12: UserWarning: ...").
-_WARNING_TEXT = re.compile(
-    r"\[W[ \]]|\[TensorRT-LLM\]\[WARNING\]|\[TRT\] \[W\]|WARNING:|Warning:"
-    r"|(?:\S+:\d+: )?[A-Z]\w*Warning: "
-)
-# NCCL's own record: "host:pid:tid [0] misc/ibvwrap.cc:63 NCCL WARN Failed to open
-# libibverbs.so" (then it falls back to sockets; NVIDIA/nccl#766), whether the vocabulary
-# made it an error line or an nccl-error region.  NCCL's real failures come as "NCCL error"
-# exceptions, which are no lone warning line.
-_NCCL_WARN_RECORD = re.compile(r"\S+:\d+:\d+ \[\d+\] (?:\S+:\d+ )?NCCL WARN ")
-
-
 def _only_warned(region: Region) -> bool:
-    """True when the region is one logged line whose logger called it a warning."""
+    """True when the region is one logged line that by itself ends nothing: its logger
+    called it a warning, or it is another component's mild record."""
     if region.kind not in ("error-line", "nccl-error") or region.lines[0] != region.lines[1]:
         return False
     line = next((ln for ln in region.body if ln.number == region.message_line), None)
     if line is None:
         return False
     text = line.text.lstrip()
-    # A transport that would not initialise before NCCL picks another one
-    # (aws/aws-k8s-tester#454: NET/OFI, then "Using network Socket").
-    if _NCCL_WARN_RECORD.match(text) is not None:
+    # A record that ends nothing by itself (kb/vocab/mild-records.toml): a warning that
+    # carries its level in the text, NCCL's WARN before it picks another transport
+    # (aws/aws-k8s-tester#454), the GPU driver's own checks that healthy start-ups print too.
+    if vocabulary("mild-records").any(text):
         return True
-    if region.kind != "error-line":
-        return False
-    if line.level is not None:
-        return line.level in _MILD_LEVELS
-    return _WARNING_TEXT.match(text) is not None
+    return region.kind == "error-line" and line.level in _MILD_LEVELS
 
 
 def unknown_fatal(

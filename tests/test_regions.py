@@ -828,6 +828,35 @@ CUDA kernel errors might be asynchronously reported at some other API call"""
     assert r.lines == (3, 4)
 
 
+def test_a_posters_paragraph_opens_no_region() -> None:
+    """Two sentences of plain English, no first person, no question (vllm-project/vllm#56824)."""
+    from diagnose.ingest.normalize import normalize
+
+    para = (
+        "The one run that really failed printed nothing at all. It is also worth saying how"
+        " often this shows up at rest: the box had 40 of them over two days, and a burst of 9."
+    )
+    assert find_regions(normalize(para)) == []
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # Wordy, but a logged message: it names code.
+        "WARNING 06-16 21:24:15 scheduler.py:1089] Sequence group 7 is preempted by"
+        " PreemptionMode.SWAP mode because there is not enough KV cache space. This can"
+        " affect the end-to-end performance.",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a"
+        " total capacity of 79.1 GiB of which 1.2 GiB is free. Of the allocated memory 70 GiB"
+        " is allocated by PyTorch.",
+    ],
+)
+def test_a_wordy_logged_message_is_no_paragraph(line: str) -> None:
+    from diagnose.regions import _reads_as_paragraph
+
+    assert not _reads_as_paragraph(line)
+
+
 def test_ptxas_error_line_opens_a_region() -> None:
     text = (
         "Build log:\n"
