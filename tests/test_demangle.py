@@ -744,3 +744,48 @@ def _reference_bound_bits(core: str) -> float:
 @given(st.text(st.sampled_from(list("_STSSTA019ZNEIDpv")), max_size=60).map(lambda s: "_Z" + s))
 def test_fast_bound_equals_the_reference_bound(name: str) -> None:
     assert mangled_bound.output_bound_bits(name) == pytest.approx(_reference_bound_bits(name))
+
+
+def _doubling_name(pairs: int) -> str:
+    """A name whose every template argument is a pair of the previous one, each named by a
+    back-reference: its spelling doubles with each argument (hardening issue)."""
+    digits = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+    def seq(n: int) -> str:
+        out = ""
+        while True:
+            out = digits[n % 36] + out
+            n //= 36
+            if not n:
+                return out
+
+    parts = ["1A", "St4pairIS1_S1_E"]
+    ref = 3  # ns, ns::f, A, std::pair come first; pair<A, A> is S3_
+    for _ in range(pairs):
+        parts.append(f"St4pairIS{seq(ref)}_S{seq(ref)}_E")
+        ref += 2
+    return "_ZN2ns1fI" + "".join(parts)  # cut: no closing E, so the prefix reader reads it
+
+
+def test_a_doubling_cut_name_costs_one_render_budget_in_all(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every part of one name draws on one budget: 300 doubling arguments once took 150 s,
+    each top-level argument with a fresh budget and every node re-rendered."""
+    import diagnose.frames.mangled_prefix as prefix
+    import diagnose.frames.mangled_reader as reader
+    import diagnose.frames.mangled_spelling as spelling
+
+    calls = [0]
+    real = spelling.render
+
+    def counting(item: object, budget: list[int]) -> str:
+        calls[0] += 1
+        return real(item, budget)  # type: ignore[arg-type]
+
+    for module in (spelling, reader, prefix):
+        monkeypatch.setattr(module, "render", counting)
+    parsed = prefix.read_mangled_prefix(_doubling_name(300))
+    assert parsed is not None and parsed.name == "f" and parsed.truncated
+    # The tree's budget, the reading's and the final spelling's, each spent once at most.
+    assert calls[0] <= 2 * spelling.MAX_RENDER_STEPS + spelling.MAX_NODES

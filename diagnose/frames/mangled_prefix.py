@@ -13,6 +13,7 @@ from diagnose.frames.mangled_reader import PrefixReader
 from diagnose.frames.mangled_shape import MAX_NAME, VERSION_RE
 from diagnose.frames.mangled_spelling import (
     MAX_NODES,
+    MAX_RENDER_STEPS,
     SPECIALS,
     End,
     Item,
@@ -74,7 +75,7 @@ def _read_prefix(symbol: object) -> ParsedName | None:
             if top.args is not None and not is_ctor_like(top):
                 ret = Item()
                 reader.type(ret)
-                return_type = render(ret, [MAX_NODES])
+                return_type = render(ret, reader.budget)
             params = tuple(p for p in _read_params(reader) if p != "void")
         complete = reader.i >= len(body) and len(symbol) <= MAX_NAME
     except End:
@@ -84,8 +85,11 @@ def _read_prefix(symbol: object) -> ParsedName | None:
     scope = tuple(top.parts[:-1])
     name = top.parts[-1]
     qualified = "::".join(top.parts)
-    args = tuple(to_template_arg(a, [MAX_NODES]) for a in (top.args or ()))
-    text = render(top, [MAX_NODES])
+    # The tree and the text draw on budgets of the whole name too (see PrefixReader.budget);
+    # the text gets its own, so a tree that spent the name's budget still leaves it spelt.
+    nodes = [MAX_NODES]
+    args = tuple(to_template_arg(a, nodes, reader.budget) for a in (top.args or ()))
+    text = render(top, [MAX_RENDER_STEPS])
     if special:
         text = f"{special} {text}"
     if not complete:
@@ -108,5 +112,5 @@ def _read_params(reader: PrefixReader) -> list[str]:
     while reader.i < len(reader.s):
         param = Item()
         reader.type(param)
-        out.append(render(param, [MAX_NODES]))
+        out.append(render(param, reader.budget))
     return out

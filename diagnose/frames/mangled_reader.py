@@ -13,7 +13,7 @@ from diagnose.frames.mangled_spelling import (
     D_BUILTINS,
     LITERAL_SUFFIX,
     MAX_DEPTH,
-    MAX_NODES,
+    MAX_RENDER_STEPS,
     OPERATORS,
     STD_SUBS,
     End,
@@ -34,6 +34,10 @@ class PrefixReader:
         self.subs: list[Item] = []
         self.tparams: list[Item] | None = None
         self.depth = 0
+        # One render budget for the whole name, shared by every part of it: substitutions
+        # form a DAG that a hostile name makes exponential when spelt out, and a fresh
+        # budget per part let 6 KB cost minutes (hardening issue).
+        self.budget = [MAX_RENDER_STEPS]
 
     # -- characters ------------------------------------------------------------------
     def peek(self, k: int = 0) -> str:
@@ -134,7 +138,7 @@ class PrefixReader:
             if code == "cv":
                 conv = Item()
                 self.type(conv)
-                part = "operator " + render(conv, [MAX_NODES])
+                part = "operator " + render(conv, self.budget)
             elif code in OPERATORS:
                 op = OPERATORS[code]
                 part = "operator" + (" " + op if op[0].isalpha() else op)
@@ -170,7 +174,7 @@ class PrefixReader:
     def push_part(self, item: Item, part: str) -> None:
         """Append a ``::`` component to ``item``."""
         if item.args is not None:  # a component after template args: fold them into text
-            item.text = render(bare(item), [MAX_NODES])
+            item.text = render(bare(item), self.budget)
             item.args, item.closed = None, False
         item.text = f"{item.text}::{part}" if item.text else part
         item.parts.append(part)
@@ -231,7 +235,7 @@ class PrefixReader:
         elif code in LITERAL_SUFFIX and value.isdigit():
             item.text = f"{sign}{value}{LITERAL_SUFFIX[code]}"
         else:
-            item.text = f"({render(kind, [MAX_NODES])}){sign}{value}"
+            item.text = f"({render(kind, self.budget)}){sign}{value}"
 
     def type(self, item: Item) -> None:
         """Read one ``<type>`` into ``item``, adding substitution candidates as we go."""
@@ -257,7 +261,7 @@ class PrefixReader:
             ret = Item()
             self.type(ret)
             params = self.params_until("E")
-            item.fn = (render(ret, [MAX_NODES]), params)
+            item.fn = (render(ret, self.budget), params)
             self.add_sub(item)
         elif ch == "A":
             dim = self.number() if self.peek().isdigit() else 0
@@ -318,7 +322,7 @@ class PrefixReader:
         while self.peek() != close:
             param = Item()
             self.type(param)
-            parts.append(render(param, [MAX_NODES]))
+            parts.append(render(param, self.budget))
         self.i += 1
         return "" if parts == ["void"] else ", ".join(parts)
 
@@ -365,7 +369,7 @@ class PrefixReader:
             if self.peek() != "E" and not is_ctor_like(outer):
                 self.type(Item())  # a template function encodes its return type first
         params = self.params_until("E")
-        item.text = f"{render(bare(outer), [MAX_NODES])}({params})"
+        item.text = f"{render(bare(outer), self.budget)}({params})"
         item.args, item.closed = None, False
         if self.peek() == "s":
             self.i += 1

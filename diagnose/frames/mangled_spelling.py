@@ -75,6 +75,7 @@ SPECIALS = {
 MAX_DEPTH = 128
 MAX_TEXT = 2_048  # characters of one rendered template argument
 MAX_NODES = 2_000  # TemplateArg objects built for one name (substitutions form a DAG)
+MAX_RENDER_STEPS = 20_000  # items rendered for one name, all parts together (real names: < 3,000)
 
 
 class End(Exception):
@@ -137,13 +138,15 @@ def render(item: Item, budget: list[int]) -> str:
     return out if len(out) <= MAX_TEXT else out[: MAX_TEXT - 3] + "..."
 
 
-def to_template_arg(item: Item, budget: list[int]) -> TemplateArg:
-    """``item`` and its nested arguments as a :class:`TemplateArg` tree of ``budget`` nodes."""
-    budget[0] -= 1
-    text = render(item, [MAX_NODES])
-    if budget[0] < 0:
+def to_template_arg(item: Item, nodes: list[int], steps: list[int]) -> TemplateArg:
+    """``item`` and its nested arguments as a :class:`TemplateArg` tree of at most ``nodes``
+    nodes, spelt within ``steps`` render steps; both budgets are shared by the caller's
+    other arguments, so the whole name, not each argument, is bounded."""
+    nodes[0] -= 1
+    text = render(item, steps)
+    if nodes[0] < 0:
         return TemplateArg(text=text, name=item.name)
-    args = tuple(to_template_arg(a, budget) for a in (item.args or ()))
+    args = tuple(to_template_arg(a, nodes, steps) for a in (item.args or ()))
     return TemplateArg(text=text, name=item.name, args=args)
 
 
