@@ -18,6 +18,7 @@ import re
 import resource
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -296,6 +297,21 @@ def test_worker_death_is_contained() -> None:
         assert worker.demangle(billion_laughs(28)) is None
         assert not worker.usable
         assert worker.demangle("_ZN3orb4spinEv") is None  # given up: callers fall back
+    finally:
+        worker.close()
+
+
+def test_a_worker_switched_off_by_hostile_names_comes_back() -> None:
+    """Strikes are forgotten after strike_memory_s: hostile names cost their own log, not the
+    rest of a long-lived process (hardening issue)."""
+    worker = demangle_worker.Worker(timeout_s=0.3, max_strikes=1, strike_memory_s=0.2)
+    try:
+        assert worker.demangle(billion_laughs(28)) is None
+        assert not worker.usable
+        assert worker.demangle("_ZN3orb4spinEv") is None  # switched off: callers fall back
+        time.sleep(0.3)
+        assert worker.usable
+        assert worker.demangle("_ZN3orb4spinEv") == "orb::spin()"
     finally:
         worker.close()
 

@@ -8,7 +8,8 @@ the ``__cxa_demangle`` spelling (2,908 of 2,908 real names agree), ``-r`` lifts 
 ~1 ms, runs at C speed and flushes every line, so the first name without an answer is the
 one it died on.  Without it, :mod:`diagnose.frames.demangle_child` runs under ``python -I
 -S`` (~20 ms to start).  Either runs under an address-space and a CPU limit, with a
-wall-clock timeout per name; after ``max_strikes`` deaths no worker is used any more.
+wall-clock timeout per name; after ``max_strikes`` deaths no worker is used until
+``strike_memory_s`` has passed since the last one.
 ``subprocess`` is imported on first use.
 """
 
@@ -18,6 +19,7 @@ import contextlib
 import os
 import sys
 import threading
+import time
 from typing import TYPE_CHECKING
 
 from diagnose.frames.demangle_session import PIPE_SIZE, Exchange, Session
@@ -45,7 +47,8 @@ class Worker:
     """One persistent sandboxed demangler process for names this process will not read.
 
     Thread-safe (one batch at a time).  A worker that dies or times out is killed and
-    restarted for the rest of its batch.  After ``max_strikes`` such deaths no worker is
+    restarted for the rest of its batch.  After ``max_strikes`` such deaths (until
+    ``strike_memory_s`` has passed without another) no worker is
     used in this process any more (callers fall back to the bounded `demangle` package).
     """
 
@@ -56,6 +59,7 @@ class Worker:
         limit_as: int = 512 * 1024 * 1024,
         cpu_s: int = 2,
         max_strikes: int = 3,
+        strike_memory_s: float = 60.0,
     ) -> None:
         self.timeout_s = timeout_s
         self.start_timeout_s = start_timeout_s
@@ -63,6 +67,11 @@ class Worker:
         self.cpu_s = cpu_s
         self.max_strikes = max_strikes
         self.strikes = 0
+        # Strikes are forgotten this long after the last one: a log of hostile names switches
+        # the worker off for the rest of that log, not for the rest of a long-lived process
+        # (serve, --follow) whose later real names would then take the ~10x slower fallback.
+        self.strike_memory_s = strike_memory_s
+        self._last_strike: float | None = None
         self.starts = 0  # processes started, for tests and the benchmark
         self.engine: list[str] | None = None  # the command line, chosen on first use
         self.proven = False  # a process of this engine has answered the probe
@@ -74,7 +83,13 @@ class Worker:
 
     @property
     def usable(self) -> bool:
-        """False on platforms without ``resource`` limits or after too many deaths."""
+        """False on platforms without ``resource`` limits, or after too many recent deaths."""
+        if (
+            self.strikes >= self.max_strikes
+            and self._last_strike is not None
+            and time.monotonic() - self._last_strike > self.strike_memory_s
+        ):
+            self.strikes = 0  # forgiven: see strike_memory_s
         return os.name == "posix" and self.strikes < self.max_strikes
 
     @property
@@ -103,7 +118,6 @@ class Worker:
         neither pipe fills up.  Results cover ``cores`` then what it asked, in order.
         Without a usable worker it gets ``None`` and every result is ``None``.
         """
-        import time
 
         with self._lock:
             started = time.monotonic()
@@ -208,6 +222,7 @@ class Worker:
         proc, self._proc, self._exchange = self._proc, None, None
         if strike:
             self.strikes += 1
+            self._last_strike = time.monotonic()
         if proc is None:
             return
         try:
