@@ -47,9 +47,9 @@ class Worker:
     """One persistent sandboxed demangler process for names this process will not read.
 
     Thread-safe (one batch at a time).  A worker that dies or times out is killed and
-    restarted for the rest of its batch.  After ``max_strikes`` such deaths (until
-    ``strike_memory_s`` has passed without another) no worker is
-    used in this process any more (callers fall back to the bounded `demangle` package).
+    restarted for the rest of its batch.  After ``max_strikes`` such deaths no worker is
+    used (callers fall back to the bounded `demangle` package) until ``strike_memory_s``
+    has passed since the last one.
     """
 
     def __init__(
