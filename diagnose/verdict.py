@@ -222,13 +222,18 @@ def _only_warned(region: Region) -> bool:
     if line is None:
         return False
     text = line.text.lstrip()
-    # A record that ends nothing by itself (kb/vocab/mild-records.toml): a warning that
-    # carries its level in the text, NCCL's WARN before it picks another transport
-    # (aws/aws-k8s-tester#454), the GPU driver's own checks that healthy start-ups print too.
-    if vocabulary("mild-records").any(text):
+    # A record that ends nothing by itself (kb/vocab/mild-records.toml): NCCL's WARN before
+    # it picks another transport (aws/aws-k8s-tester#454), the GPU driver's own checks that
+    # healthy start-ups print too; in a plain error line with no logger level, a warning
+    # that carries its level in the text.
+    mild = vocabulary("mild-records").search(text)
+    if mild is not None and not mild.attribute("level_in_text", False):
         return True
-    return region.kind == "error-line" and line.level in _MILD_LEVELS
-
+    if region.kind != "error-line":
+        return False
+    if line.level is not None:
+        return line.level in _MILD_LEVELS
+    return mild is not None
 
 def unknown_fatal(
     regions: Sequence[Region],
