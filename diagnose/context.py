@@ -222,6 +222,11 @@ _NUMERIC_KEYS = frozenset(
         "cuda_graph_max_bs",
         "num_max_dispatch_tokens_per_rank",
         "ep_num_redundant_experts",
+        "hidden_size",
+        "moe_intermediate_size",
+        "intermediate_size",
+        "num_experts",
+        "top_k",
     }
 )
 _NUMBER = lazy(r"-?\d{1,12}(?:\.\d{1,8})?[kKmM]?")
@@ -347,6 +352,23 @@ def _x_repr(text: str, n: int, acc: _Acc) -> None:
             value = _clean_arg(key, raw_value)
             if value is not None:
                 acc.arg(key, value, n, _PRIO_REPR)
+
+
+# A JSON member as model config dumps print it, one a line (HF ``Qwen3MoeConfig {``
+# followed by ``"hidden_size": 2048,``) or several in one line.
+_JSON_MEMBER = lazy(
+    r'"([A-Za-z_][A-Za-z0-9_]{0,60})":\s{0,2}(-?[0-9][0-9.eE+-]{0,20}|"[^"]{0,200}")'
+)
+
+
+def _x_json(text: str, n: int, acc: _Acc) -> None:
+    for m in _JSON_MEMBER.finditer(text):
+        key = _arg_aliases().get(m.group(1).lower())
+        if key is None:
+            continue
+        value = _clean_arg(key, m.group(2))
+        if value is not None:
+            acc.arg(key, value, n, _PRIO_FLAG)
 
 
 _FLAG = lazy(r"(?<![\w-])(?:--(?P<long>[A-Za-z][A-Za-z0-9_-]{0,60})|-(?P<short>tp|pp|dp))")
@@ -920,7 +942,7 @@ def kb_gpu_names() -> tuple[str, ...]:
 
     The hand-written pattern above reads informal spellings ("2x H100", "RTX 5090"); these
     exact names make a GPU added to the kb recognised with no code change.  One-word
-    aliases ("Thor") are left to the pattern: alone they are ordinary words.
+    aliases without a digit ("Thor") are left to the pattern: alone they are ordinary words.
     """
     from diagnose.kb import load_kb
 
@@ -929,8 +951,13 @@ def kb_gpu_names() -> tuple[str, ...]:
 
 @lru_cache(maxsize=4)
 def _names_of(kb: Any) -> tuple[str, ...]:
-    names = {s for g in kb.gpus for s in (g.name, *g.aliases) if " " in s.strip()}
+    names = {s for g in kb.gpus for s in (g.name, *g.aliases) if _distinctive(s.strip())}
     return tuple(sorted(names, key=lambda s: (-len(s), s)))
+
+
+def _distinctive(name: str) -> bool:
+    """A name that cannot be an ordinary word: several words, or a model number ("H20e")."""
+    return " " in name or (len(name) >= 3 and any(c.isdigit() for c in name))
 
 
 def _x_named_gpus(names: tuple[str, ...]) -> _Extractor:
@@ -964,6 +991,7 @@ _FIXED_EXTRACTORS: _Extractors = (
     (_ARCH_LITERALS, _x_archs),
     (_VERSION_LITERALS, _x_versions),
     (_MEMORY_LITERALS, _x_memory),
+    (('":',), _x_json),
 )
 
 

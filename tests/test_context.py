@@ -162,6 +162,21 @@ def test_vllm_non_default_args_dict() -> None:
     }
 
 
+def test_model_config_json_members_one_a_line_or_inline() -> None:
+    got = args(
+        "Qwen3MoeConfig {",
+        '  "hidden_size": 2048,',
+        '  "n_routed_experts": 128, "num_experts_per_tok": 8,',
+        'config: {"moe_intermediate_size": 768, "hidden_size": "big", "vocab_size": 151936}',
+    )
+    assert got == {
+        "hidden_size": "2048",
+        "num_experts": "128",
+        "top_k": "8",
+        "moe_intermediate_size": "768",
+    }
+
+
 def test_trtllm_serve_command() -> None:
     got = args("trtllm-serve /models/acme-finch --backend pytorch --tp_size 8 --ep_size 4")
     assert got == {"model": "/models/acme-finch", "tp_size": "8", "ep_size": "4"}

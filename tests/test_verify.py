@@ -152,6 +152,50 @@ def test_spec_resolves_k_bytes_and_family() -> None:
     assert spec.error_internal
 
 
+QWEN_MOE_H20 = """\
+NVIDIA H20
+Qwen3MoeConfig {
+  "hidden_size": 6144,
+  "moe_intermediate_size": 2560,
+  "num_experts": 160,
+  "num_experts_per_tok": 8,
+}
+vllm serve /models/q -tp 8 --enable-expert-parallel --max-num-batched-tokens 8192
+  File "/vllm/model_executor/layers/fused_moe/fused_moe.py", line 1485, in fused_experts_impl
+triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 263168, \
+Hardware limit: 232448. Reducing block sizes or `num_stages` may help.
+"""
+
+
+def test_run_size_comes_from_the_model_config_the_log_prints() -> None:
+    from diagnose.api import diagnose_text
+
+    spec = build_spec(diagnose_text(QWEN_MOE_H20), load_kb())
+    assert isinstance(spec, GemmSpec) and spec.family == "triton-matmul"
+    # 8192 tokens x top-8 over 160 experts = 410 rows; EP keeps each expert whole.
+    assert spec.problem == (410, 2 * 2560, 6144)
+    assert any("max_num_batched_tokens 8192" in w for w in spec.problem_from)
+    # Without EP, TP shards each expert's intermediate size.
+    no_ep = QWEN_MOE_H20.replace(" --enable-expert-parallel", "")
+    spec = build_spec(diagnose_text(no_ep), load_kb())
+    assert isinstance(spec, GemmSpec) and spec.problem == (410, 2 * 2560 // 8, 6144)
+
+
+def test_run_size_prefers_the_profilers_own_mnk_and_never_invents_one() -> None:
+    from diagnose.api import diagnose_text
+
+    lines = [*MOE_LINES[:2], "Cannot profile configuration 55 (for m=4096, n=1024, k=5504)"]
+    d = _diagnosis("smem-overflow", (("arch", "sm_120"),), lines + MOE_LINES[2:])
+    spec = build_spec(d, load_kb())
+    assert isinstance(spec, GemmSpec) and spec.problem == (4096, 1024, 5504)
+    # A model config without a MoE shape, or numbers past any GEMM, size nothing.
+    partial = QWEN_MOE_H20.replace('  "num_experts": 160,\n', "")
+    assert build_spec(diagnose_text(partial), load_kb()).problem is None  # type: ignore[union-attr]
+    huge = [*lines[:2], "for m=99999999, n=1, k=1", *MOE_LINES[2:]]
+    spec = build_spec(_diagnosis("smem-overflow", (), huge), load_kb())
+    assert isinstance(spec, GemmSpec) and spec.problem is None
+
+
 def test_model_never_confirms_and_lists_fitting_tiles() -> None:
     d = _diagnosis(
         "smem-overflow", (("arch", "sm_120"), ("dtypes", ("fp4_e2m1", "bf16"))), MOE_LINES

@@ -97,7 +97,7 @@ def _verify(
         if level == "run":
             from diagnose.verify.run import verify_run_gemm
 
-            result = verify_run_gemm(spec, result)
+            result = verify_run_gemm(spec, result, problem=spec.problem)
     else:
         from diagnose.verify.memory import verify_memory_model
 

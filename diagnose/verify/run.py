@@ -71,6 +71,10 @@ def verify_run_gemm(
         job["optin_bytes"] = prior.smem_required
     got = run_worker(job, timeout)
     notes = list(prior.notes)
+    if problem and spec.problem_from:
+        notes.append("Sized from the log: " + "; ".join(spec.problem_from) + ".")
+    elif not problem:
+        notes.append("The log gives no GEMM size: ran the worker's default 1024 x 4096 x 7168.")
     if "error" in got and "device" not in got:
         return replace(prior, notes=(*notes, f"Not run: {got['error']}."))
     meas = list(prior.measurements)

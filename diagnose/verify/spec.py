@@ -67,6 +67,16 @@ _NUM_WARPS = re.compile(r"\bnum_warps\s{0,2}[=:]\s{0,2}(\d{1,2})\b")
 # Attention head dim as kernels and posters spell it (``BLOCK_DMODEL=128``, ``H=16,D=128``).
 _HEAD_DIM = re.compile(r"\b(?:head_dim|HEAD_DIM|BLOCK_DMODEL|Lk|D)\s{0,2}[=:]\s{0,2}(\d{1,4})\b")
 _ATTENTION = re.compile(r"attention|attn")
+# A GEMM's problem size as TensorRT-LLM's profiler prints it ("for shape (m=4096, n=3456,
+# k=5120)", "(for m=4096, n=1024, k=5504)") and cuBLAS-style dumps ("M=1024 N=4096 K=7168").
+_PROBLEM_MNK = re.compile(
+    r"\b[mM]\s{0,2}[=:]\s{0,2}(\d{1,6}),?\s{1,3}[nN]\s{0,2}[=:]\s{0,2}(\d{1,6}),?\s{1,3}"
+    r"[kK]\s{0,2}[=:]\s{0,2}(\d{1,6})\b"
+)
+_PROBLEM_DIM = (1, 65536)
+# Tokens one forward step can carry, in the order an engine's own limit is the tighter one.
+_TOKEN_LIMITS = ("chunked_prefill_size", "max_num_batched_tokens", "max_prefill_tokens",
+                 "max_num_tokens")  # fmt: skip
 _BUILD_ARCH = re.compile(r"[/_](1[0-2]\d|[89]\d)([af])/")  # flashinfer's cache: .../0.6.3/120a/...
 
 
@@ -145,6 +155,10 @@ class GemmSpec:
     error_internal: bool = False
     num_warps: int | None = None
     head_dim: int | None = None
+    #: (M, N, K) of the GEMM to re-run, when the log gives enough to size it.
+    problem: tuple[int, int, int] | None = None
+    #: Where each of M, N, K came from, in words, for the verdict's notes.
+    problem_from: tuple[str, ...] = ()
 
     @property
     def dtypes(self) -> tuple[str, ...]:
@@ -260,6 +274,7 @@ def _gemm_spec(d: Diagnosis, f: Finding, kb: KnowledgeBase) -> GemmSpec:
     if family == "triton-attention" and tile is None and head_dim is not None:
         tile = _attention_tile(texts, head_dim)
     framework, fw_version = _framework(d, joined, family)
+    problem, problem_from = _problem(d, texts, family)
     return GemmSpec(
         cause=f.cause,
         arch=arch,
@@ -285,7 +300,61 @@ def _gemm_spec(d: Diagnosis, f: Finding, kb: KnowledgeBase) -> GemmSpec:
         error_internal="Error Internal" in joined,
         num_warps=warps,
         head_dim=head_dim,
+        problem=problem,
+        problem_from=problem_from,
     )
+
+
+def _problem(
+    d: Diagnosis, texts: list[str], family: str | None
+) -> tuple[tuple[int, int, int] | None, tuple[str, ...]]:
+    """The GEMM's (M, N, K) from the log, with where each number came from.
+
+    A profiler line that prints m, n and k wins.  Otherwise, for a MoE kernel, the model's
+    shape from a config dump or the server arguments sizes one expert's gate-up GEMM:
+    K = hidden size, N = 2 x the expert intermediate size (divided by the TP size unless
+    experts are sharded by EP), M = the tokens of one step x top-k / experts (the mean
+    rows one expert receives).  Nothing is sized from numbers the log does not show.
+    """
+    m = _first(_PROBLEM_MNK, texts)
+    if m:
+        dims = tuple(bounded_int(g, *_PROBLEM_DIM) for g in m.groups())
+        if all(x is not None for x in dims):
+            return (int(dims[0] or 1), int(dims[1] or 1), int(dims[2] or 1)), (
+                f"M, N, K as the log prints them ('{m.group(0)[:60]}')",
+            )
+    if family not in {"cutlass-grouped-blockscaled", "triton-matmul", "cutlass-sm90-tma-ws"}:
+        return None, ()
+
+    def arg(key: str) -> int | None:
+        return bounded_int(_ctx(d, "server_args", key), 1, 1 << 20)
+
+    hidden = arg("hidden_size")
+    inter = arg("moe_intermediate_size")
+    experts, top_k = arg("num_experts"), arg("top_k")
+    if hidden is None or inter is None or experts is None or top_k is None:
+        return None, ()
+    tp = arg("tp_size") or 1
+    sharded_by_ep = (arg("ep_size") or 1) > 1 or (
+        _ctx(d, "server_args", "enable_expert_parallel") == "true"
+    )
+    n = 2 * inter if sharded_by_ep or inter % tp else 2 * inter // tp
+    tokens_key = next((k for k in _TOKEN_LIMITS if arg(k)), "")
+    tokens = arg(tokens_key) if tokens_key else None
+    rows = -(-(tokens or 0) * top_k // experts) if tokens else None
+    size = (bounded_int(rows or 1024, *_PROBLEM_DIM), bounded_int(n, *_PROBLEM_DIM),
+            bounded_int(hidden, *_PROBLEM_DIM))  # fmt: skip
+    if any(x is None for x in size):
+        return None, ()
+    split = "" if sharded_by_ep or tp == 1 else f" / tp_size {tp}"
+    where = (
+        f"M = {tokens_key} {tokens} x top_k {top_k} / {experts} experts (mean rows per expert)"
+        if tokens
+        else "M = 1024 (the log names no per-step token limit)",
+        f"N = 2 x moe_intermediate_size {inter}{split} (gate and up projections)",
+        f"K = hidden_size {hidden}",
+    )
+    return (int(size[0] or 1), int(size[1] or 1), int(size[2] or 1)), where
 
 
 def _attention_tile(texts: list[str], head_dim: int) -> tuple[int, int, int] | None:
