@@ -43,6 +43,7 @@ __all__ = ["ENV_VAR", "Term", "Vocabulary", "kb_dirs", "vocabulary"]
 #: Extra knowledge-base folders (laid out like ``kb/``), ``os.pathsep``-separated.
 ENV_VAR = "DIAGNOSE_KB_PATH"
 _NAME = re.compile(r"^[a-z][a-z0-9-]*$")
+_GLOBAL_FLAGS = re.compile(r"\(\?[aiLmsux]+\)")
 _REF = re.compile(r"^[A-Za-z0-9_.\-]+/[A-Za-z0-9_.\-]+#\d+$")
 _FILE_KEYS = {"name", "description", "match", "ignore_case", "attributes", "entries"}
 _ENTRY_KEYS = {"text", "examples", "reference", "note"}
@@ -209,6 +210,11 @@ def _parse(src: TomlSource, path: Path, name: str) -> Vocabulary:
                 raise src.error(f"{prefix}.text", f"not a valid pattern: {exc}") from exc
             if pattern.groups:
                 raise src.error(f"{prefix}.text", "must not capture: write (?:...) instead")
+            if _GLOBAL_FLAGS.search(text):
+                # Entries are joined into one alternation, where Python refuses a global
+                # flag anywhere but at the start: fail here, not on the first log.
+                raise src.error(f"{prefix}.text", "must not set global flags such as (?i): "
+                                "set ignore_case = true for the file, or use (?i:...)")  # fmt: skip
         examples = entry.get("examples")
         if not isinstance(examples, list) or not examples:
             raise src.error(f"{prefix}.examples" if "examples" in entry else prefix,

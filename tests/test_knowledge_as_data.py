@@ -85,6 +85,21 @@ def test_a_broken_vocabulary_fails_naming_file_line_and_field(
     assert err.value.line is not None
 
 
+def test_a_global_flag_in_a_pattern_entry_fails_at_load_not_on_the_first_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Entries are joined into one alternation, where Python rejects "(?i)" after the start.
+    (tmp_path / "vocab").mkdir()
+    (tmp_path / "vocab" / "caught.toml").write_text(
+        'name = "caught"\ndescription = "d"\nmatch = "pattern"\n\n[[entries]]\n'
+        "text = '(?i)served on after an error'\nexamples = [\"Served on after an error\"]\n"
+    )
+    monkeypatch.setenv(ENV_VAR, str(tmp_path))
+    with pytest.raises(RuleFileError) as err:
+        vocabulary("caught")
+    assert err.value.field == "entries[0].text" and "ignore_case" in str(err.value)
+
+
 @pytest.mark.parametrize(
     "name", ["ready", "carried-on", "caught", "engine-dead", "gave-up", "request-failed"]
 )
