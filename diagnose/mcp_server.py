@@ -6,7 +6,8 @@ server read files; it applies the same size and time limits as the HTTP service
 (:class:`diagnose.serve.ServeConfig`).  Markdown is the default answer because a model
 reads and quotes it well; ``format="json"`` returns the ``--format json`` contract.
 
-Needs the ``mcp`` extra (``pip install 'crashkb[mcp]'``, the official SDK, version 2).
+Needs the ``mcp`` extra (``pip install -e '.[mcp]' in a crashkb checkout``; the official SDK,
+version 2).
 """
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ def build_server(config: ServeConfig | None = None) -> MCPServer:
         from mcp.server.mcpserver.exceptions import ToolError
     except ImportError as exc:  # pragma: no cover - depends on the install
         raise ImportError(
-            "diagnose mcp needs the mcp extra (mcp>=2): pip install 'crashkb[mcp]'"
+            "diagnose mcp needs the mcp extra (mcp>=2): "
+            "pip install -e '.[mcp]' in a crashkb checkout"
         ) from exc
 
     cfg = config or ServeConfig()

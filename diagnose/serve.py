@@ -16,7 +16,7 @@ Endpoints:
   query, the JSON body or by ``Accept: text/markdown``; ``chat=slack|discord|github``
   sizes the Markdown for that client.
 
-Needs the ``serve`` extra (``pip install 'crashkb[serve]'``).
+Needs the ``serve`` extra (``pip install -e '.[serve]' in a crashkb checkout``).
 """
 
 from __future__ import annotations
@@ -164,7 +164,7 @@ def create_app(config: ServeConfig | None = None) -> Starlette:
         from starlette.routing import Route
     except ImportError as exc:  # pragma: no cover - depends on the install
         raise ImportError(
-            "diagnose serve needs the serve extra: pip install 'crashkb[serve]'"
+            "diagnose serve needs the serve extra: pip install -e '.[serve]' in a crashkb checkout"
         ) from exc
     cfg = config or ServeConfig()
     rule_dirs, kb_version = cfg.warm_up()
@@ -366,7 +366,11 @@ def main(argv: list[str]) -> None:
             # Built once here even with workers: a bad --rules dir fails before binding.
             application = create_app(config)
         except ImportError as exc:
-            _fail(f"{exc}" if "crashkb[" in str(exc) else f"{exc}: pip install 'crashkb[serve]'")
+            _fail(
+                f"{exc}"
+                if "crashkb checkout" in str(exc)
+                else f"{exc}: pip install -e '.[serve]' in a crashkb checkout"
+            )
         except Exception as exc:  # RuleFileError and friends: one line, exit 2
             _fail(str(exc))
         sys.stderr.write(f"diagnose: serving on http://{host}:{port} (POST /diagnose)\n")

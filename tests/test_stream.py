@@ -343,8 +343,8 @@ def test_readme_pipeline_examples_run(
     import logging
     import re
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Pipelines", 1)[1].split("\n## ", 1)[0]
+    doc = Path(__file__).resolve().parents[1] / "docs" / "pipelines.md"
+    section = doc.read_text(encoding="utf-8").split("## Pipelines", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```python\n(.*?)```", section, re.S)
     assert len(blocks) == 2
     example = Path(__file__).resolve().parents[1] / "diagnose" / "examples" / "sm120-ep8-smem.log"

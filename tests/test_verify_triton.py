@@ -1,6 +1,6 @@
 """Triton compile level: job validation, spec reading of Triton logs, and real cross-compiles.
 
-The compile tests need the ``triton`` wheel (``pip install 'crashkb[verify]'``) but no GPU:
+The compile tests need the ``triton`` wheel (``pip install -e '.[verify]' in a crashkb checkout``) but no GPU:
 Triton lowers for any ``GPUTarget``.  Expected bytes are the measured rows of the research
 notes (gpu-facts §5.3): a bf16/fp16 128x128x64 matmul holds (stages-1) x 32 KiB on sm_8x and
 stages x 32 KiB on sm_90.  Logs below are synthetic, written for these tests.
@@ -30,7 +30,8 @@ from diagnose.verify.triton_compile import (
 )
 
 needs_triton = pytest.mark.skipif(
-    triton_version() is None, reason="triton not installed (pip install 'crashkb[verify]')"
+    triton_version() is None,
+    reason="triton not installed (pip install -e '.[verify]' in a crashkb checkout)",
 )
 OOR = (
     "triton.runtime.errors.OutOfResources: out of resource: shared memory, "

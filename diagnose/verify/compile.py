@@ -302,7 +302,9 @@ def verify_compile(
         return stay("no nvcc on PATH or in $CUDA_HOME/bin")
     headers = find_headers()
     if headers is None:
-        return stay("no CUTLASS headers (pip install 'crashkb[verify]' for nvidia-cutlass)")
+        return stay(
+            "no CUTLASS headers (nvidia-cutlass: pip install -e '.[verify]' in a crashkb checkout)"
+        )
     if spec.arch is None or model.smem_limit is None:
         return stay("no target arch")
     epis = [spec.epilogue_c] if spec.epilogue_c is not None else [False, True]

@@ -209,7 +209,7 @@ def verify_triton(
 
     version = triton_version()
     if version is None:
-        return stay("triton is not installed (pip install 'crashkb[verify]')")
+        return stay("triton is not installed (pip install -e '.[verify]' in a crashkb checkout)")
     if model.smem_limit is None:
         return stay("no target arch")
     job = build_job(spec)
