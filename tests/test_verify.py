@@ -179,6 +179,7 @@ def test_run_size_comes_from_the_model_config_the_log_prints() -> None:
     no_ep = QWEN_MOE_H20.replace(" --enable-expert-parallel", "")
     spec = build_spec(diagnose_text(no_ep), load_kb())
     assert isinstance(spec, GemmSpec) and spec.problem == (410, 2 * 2560 // 8, 6144)
+    assert any("/ tp_size 8" in w for w in spec.problem_from)
 
 
 def test_run_size_prefers_the_profilers_own_mnk_and_never_invents_one() -> None:

@@ -338,7 +338,8 @@ def _problem(
     sharded_by_ep = (arg("ep_size") or 1) > 1 or (
         _ctx(d, "server_args", "enable_expert_parallel") == "true"
     )
-    n = 2 * inter if sharded_by_ep or inter % tp else 2 * inter // tp
+    divided = not sharded_by_ep and tp > 1 and inter % tp == 0
+    n = 2 * inter // tp if divided else 2 * inter
     tokens_key = next((k for k in _TOKEN_LIMITS if arg(k)), "")
     tokens = arg(tokens_key) if tokens_key else None
     rows = -(-(tokens or 0) * top_k // experts) if tokens else None
@@ -346,7 +347,7 @@ def _problem(
             bounded_int(hidden, *_PROBLEM_DIM))  # fmt: skip
     if any(x is None for x in size):
         return None, ()
-    split = "" if sharded_by_ep or tp == 1 else f" / tp_size {tp}"
+    split = f" / tp_size {tp}" if divided else ""
     where = (
         f"M = {tokens_key} {tokens} x top_k {top_k} / {experts} experts (mean rows per expert)"
         if tokens
