@@ -4,8 +4,9 @@ Built on Starlette, served by uvicorn from :func:`main` (``diagnose serve``).  A
 only the log text: no path, no rule directory, no verification option, so nothing a
 client sends can make the server read or run anything on its host.  Every request is
 bounded: ``max_bytes`` of body (413), ``read_timeout_s`` to send it (408), and
-``timeout_s`` for the diagnosis itself (503).  Bad input gets a 4xx JSON answer
-``{"error": ..., "status": ...}`` and the server carries on.
+``timeout_s`` for the diagnosis itself (503; it runs in a worker process that is killed
+there, :mod:`diagnose.serve_pool`), ``queue`` requests waiting for a worker (more: 503).
+Bad input gets a 4xx JSON answer ``{"error": ..., "status": ...}`` and the server carries on.
 
 Endpoints:
 
@@ -22,6 +23,7 @@ Needs the ``serve`` extra (``pip install -e '.[serve]' in a crashkb checkout``).
 from __future__ import annotations
 
 import codecs
+import contextlib
 import json
 import os
 import sys
@@ -36,6 +38,8 @@ import typer
 from diagnose.records import record
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
     from anyio import CapacityLimiter
     from starlette.applications import Starlette
     from starlette.requests import Request
@@ -83,8 +87,15 @@ class ServeConfig:
     timeout_s: float = 10.0
     #: Time a client has to send its whole body (slow clients hold a connection).
     read_timeout_s: float = 10.0
-    #: Diagnoses running at once in this process; more wait (within ``timeout_s``).
+    #: Diagnoses running at once in this process, each in a worker process (at most one
+    #: per CPU) that is killed when it passes ``timeout_s``.
     concurrency: int = 4
+    #: Requests that may wait for a busy worker; more are refused at once with 503.
+    queue: int = 16
+    #: Time a client has to finish its request line and headers (slowloris), and the most
+    #: connections open at once; both enforced per connection (:mod:`diagnose.serve_guard`).
+    header_timeout_s: float = 10.0
+    max_connections: int = 512
     rule_dirs: tuple[str, ...] = field(default_factory=tuple)
 
     def to_env(self) -> str:
@@ -166,22 +177,32 @@ def create_app(config: ServeConfig | None = None) -> Starlette:
         raise ImportError(
             "diagnose serve needs the serve extra: pip install -e '.[serve]' in a crashkb checkout"
         ) from exc
+    from diagnose.serve_pool import Busy, DiagnosePool, default_pool_size
+
     cfg = config or ServeConfig()
-    rule_dirs, kb_version = cfg.warm_up()
-    limiter = anyio.CapacityLimiter(max(1, cfg.concurrency))
+    _rule_dirs, kb_version = cfg.warm_up()
+    pool = DiagnosePool(default_pool_size(cfg.concurrency), cfg.queue, cfg.timeout_s, cfg.rule_dirs)
+    admitted = pool.size + pool.queue
+    # One waiting thread per admitted request: it blocks on a worker's pipe, not on a CPU.
+    limiter = anyio.CapacityLimiter(admitted)
+    inflight = 0
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok", "kb_version": kb_version})
 
     async def diagnose(request: Request) -> Response:
+        nonlocal inflight
         try:
             text, fmt, chat = await _read_request(request, cfg)
+            if inflight >= admitted:
+                raise _Refused(503, f"all {pool.size} diagnosis workers are busy; try again")
+            inflight += 1
             try:
-                result = await diagnose_in_thread(
-                    text, source="request", cfg=cfg, rule_dirs=rule_dirs, limiter=limiter
-                )
-            except TimeoutError as exc:
+                result = await anyio.to_thread.run_sync(pool.diagnose, text, limiter=limiter)
+            except (TimeoutError, Busy) as exc:
                 raise _Refused(503, str(exc)) from None
+            finally:
+                inflight -= 1
         except _Refused as refused:
             return _error(refused.status, refused.message)
         except Exception as exc:  # a bug answers 500; the server stays up
@@ -208,7 +229,15 @@ def create_app(config: ServeConfig | None = None) -> Starlette:
         Route("/healthz", healthz, methods=["GET"]),
         Route("/diagnose", diagnose, methods=["POST"]),
     ]
-    return Starlette(routes=routes)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        pool.close()
+
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.state.pool = pool
+    return app
 
 
 def app_from_env() -> Starlette:
@@ -218,7 +247,17 @@ def app_from_env() -> Starlette:
         return create_app()
     data: dict[str, Any] = json.loads(raw)
     data["rule_dirs"] = tuple(data.get("rule_dirs", ()))
-    return create_app(ServeConfig(**data))
+    config = ServeConfig(**data)
+    _guard(config)
+    return create_app(config)
+
+
+def _guard(config: ServeConfig) -> type:
+    """Set this process's connection limits; the protocol class uvicorn is to use."""
+    from diagnose.serve_guard import GuardedH11Protocol, configure
+
+    configure(config.header_timeout_s, config.max_connections)
+    return GuardedH11Protocol
 
 
 async def _read_request(request: Request, cfg: ServeConfig) -> tuple[str, str, str | None]:
@@ -347,6 +386,15 @@ def main(argv: list[str]) -> None:
         concurrency: Annotated[
             int, typer.Option("--concurrency", help="diagnoses at once per worker")
         ] = ServeConfig.concurrency,
+        queue: Annotated[
+            int, typer.Option("--queue", help="requests that may wait for a busy diagnosis")
+        ] = ServeConfig.queue,
+        header_timeout: Annotated[
+            float, typer.Option("--header-timeout", help="seconds a client has to send headers")
+        ] = ServeConfig.header_timeout_s,
+        max_connections: Annotated[
+            int, typer.Option("--max-connections", help="connections open at once")
+        ] = ServeConfig.max_connections,
         rules: RulesOption = None,
         log_level: Annotated[
             str, typer.Option("--log-level", help="uvicorn log level")
@@ -358,6 +406,9 @@ def main(argv: list[str]) -> None:
             timeout_s=timeout,
             read_timeout_s=read_timeout,
             concurrency=concurrency,
+            queue=queue,
+            header_timeout_s=header_timeout,
+            max_connections=max_connections,
             rule_dirs=tuple(str(r) for r in rules or ()),
         )
         try:
@@ -365,6 +416,7 @@ def main(argv: list[str]) -> None:
 
             # Built once here even with workers: a bad --rules dir fails before binding.
             application = create_app(config)
+            protocol = _guard(config)
         except ImportError as exc:
             _fail(
                 f"{exc}"
@@ -385,10 +437,16 @@ def main(argv: list[str]) -> None:
                 workers=workers,
                 log_level=log_level,
                 timeout_keep_alive=5,
+                http=protocol,
             )
         else:
             uvicorn.run(
-                application, host=host, port=port, log_level=log_level, timeout_keep_alive=5
+                application,
+                host=host,
+                port=port,
+                log_level=log_level,
+                timeout_keep_alive=5,
+                http=protocol,
             )
 
     app(args=argv, prog_name="diagnose serve")

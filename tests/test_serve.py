@@ -45,13 +45,13 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[tuple[str, int, subprocess.Popen[bytes]]]:
-    """Start ``diagnose serve`` on a free 127.0.0.1 port; wait for /healthz; stop it after."""
+def _start(*extra: str) -> subprocess.Popen[bytes]:
+    """Start ``diagnose serve`` with ``extra`` options on a free port; wait for /healthz."""
     port = _free_port()
     args = [sys.executable, "-m", "diagnose", "serve", "--host", "127.0.0.1", "--port", str(port)]
-    args += ["--max-bytes", str(MAX_BYTES), "--read-timeout", str(READ_TIMEOUT)]
+    args += ["--max-bytes", str(MAX_BYTES), "--read-timeout", str(READ_TIMEOUT), *extra]
     proc = subprocess.Popen(args, stderr=subprocess.PIPE, env={**os.environ, "NO_COLOR": "1"})
+    proc.port = port  # type: ignore[attr-defined]
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -65,14 +65,29 @@ def server() -> Iterator[tuple[str, int, subprocess.Popen[bytes]]]:
     else:
         proc.kill()
         pytest.fail("server did not answer /healthz within 60 s")
-    yield "127.0.0.1", port, proc
+    return proc
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> str:
+    """Stop the server; return what it wrote on stderr."""
     proc.terminate()
     try:
         proc.wait(timeout=10)
     except subprocess.TimeoutExpired:
         proc.kill()
+        proc.wait(timeout=10)
+    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
     if proc.stderr:
         proc.stderr.close()
+    return err
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[tuple[str, int, subprocess.Popen[bytes]]]:
+    """One server for the module's request tests; stopped after them."""
+    proc = _start()
+    yield "127.0.0.1", proc.port, proc  # type: ignore[attr-defined]
+    _stop(proc)
 
 
 def _call(
@@ -336,3 +351,78 @@ def test_bad_rule_dir_fails_at_start(tmp_path: Path) -> None:
     )  # fmt: skip
     assert ran.returncode == 2
     assert ran.stderr.startswith("diagnose: ") and "broken.toml" in ran.stderr
+
+
+HEADER_TIMEOUT = 1.0
+
+
+@pytest.fixture(scope="module")
+def guarded() -> Iterator[tuple[str, int, subprocess.Popen[bytes]]]:
+    """A server with a short header deadline and a small connection cap."""
+    proc = _start("--header-timeout", str(HEADER_TIMEOUT), "--max-connections", "8")
+    yield "127.0.0.1", proc.port, proc  # type: ignore[attr-defined]
+    _stop(proc)
+
+
+def _closed_within(sock: socket.socket, seconds: float) -> float | None:
+    """Seconds until the server closed ``sock`` (recv gives b""), or None if it did not."""
+    sock.settimeout(seconds)
+    start = time.monotonic()
+    try:
+        while sock.recv(4096):
+            pass
+    except TimeoutError:
+        return None
+    except ConnectionResetError:
+        pass
+    return time.monotonic() - start
+
+
+def test_a_silent_connection_is_closed_at_the_header_deadline(guarded: Server) -> None:
+    with socket.create_connection(guarded[:2], timeout=10) as sock:
+        took = _closed_within(sock, HEADER_TIMEOUT * 5)
+    assert took is not None and took < HEADER_TIMEOUT * 5
+    _still_up(guarded)
+
+
+def test_headers_dripped_a_byte_at_a_time_are_cut_off(guarded: Server) -> None:
+    request = b"GET /healthz HTTP/1.1\r\nHost: t\r\nX-Slow: " + b"a" * 200
+    with socket.create_connection(guarded[:2], timeout=10) as sock:
+        start = time.monotonic()
+        closed = False
+        for byte in request:
+            try:
+                sock.sendall(bytes([byte]))
+            except (BrokenPipeError, ConnectionResetError):
+                closed = True
+                break
+            if _closed_within(sock, 0.05) is not None:
+                closed = True
+                break
+        took = time.monotonic() - start
+    assert closed and took < HEADER_TIMEOUT * 5
+    _still_up(guarded)
+
+
+def test_past_the_connection_cap_the_oldest_idle_socket_makes_room(guarded: Server) -> None:
+    idle = [socket.create_connection(guarded[:2], timeout=10) for _ in range(8)]
+    try:
+        time.sleep(0.1)  # all eight are accepted before the next one comes
+        # A real request over the cap gets through at once: the oldest idle socket goes.
+        start = time.monotonic()
+        status = _call(guarded[0], guarded[1], "GET", "/healthz")[0]
+        assert status == 200 and time.monotonic() - start < HEADER_TIMEOUT
+        assert _closed_within(idle[0], HEADER_TIMEOUT * 0.5) is not None
+    finally:
+        for sock in idle:
+            sock.close()
+
+
+def test_refusals_are_logged_once_per_interval_with_a_count() -> None:
+    from diagnose.serve_guard import RefusalLog
+
+    log = RefusalLog(interval_s=3600)
+    for _ in range(1000):
+        log.refused("header timeout", "headers not received within 1 s")
+    assert log.counts == {"header timeout": 1000}
+    assert log._unlogged == {"header timeout": 999}  # one line written, 999 folded into it
