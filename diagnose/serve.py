@@ -91,7 +91,7 @@ class ServeConfig:
     #: per CPU) that is killed when it passes ``timeout_s``.
     concurrency: int = 4
     #: Requests that may wait for a busy worker; more are refused at once with 503.
-    queue: int = 16
+    queue: int = 64
     #: Time a client has to finish its request line and headers (slowloris), and the most
     #: connections open at once; both enforced per connection (:mod:`diagnose.serve_guard`).
     header_timeout_s: float = 10.0
