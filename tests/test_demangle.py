@@ -232,6 +232,21 @@ def test_billion_laughs_is_bounded(levels: int) -> None:
         assert out.startswith("widget(Qlass, void (*)(Qlass, Qlass)")
 
 
+@pytest.mark.parametrize("levels", [20, 28])
+def test_a_laughs_frame_is_bounded_when_read_as_a_prefix(levels: int) -> None:
+    """The frame parser reads a name the demangler gave back whole as a prefix.  Each level
+    names the previous function type twice, so spelling it doubled per level: one 28-level
+    frame took 62 s and 17 GB before every spelt piece was capped where it is made."""
+    from diagnose.api import diagnose_text
+
+    name = billion_laughs(levels)
+    before = _peak_rss_mib()
+    parsed = read_mangled_prefix(name)
+    assert len(repr(parsed)) < 64 * mangled_shape.MAX_OUTPUT
+    d = diagnose_text(f"Segmentation fault\n#0 0x00007f00dead0000 in {name} () from /lib/x.so\n")
+    assert d.crashes and _peak_rss_mib() - before < 256
+
+
 @pytest.mark.parametrize("levels", range(1, 15))
 def test_output_bound_is_an_upper_bound_on_laughs(levels: int, oracle: Any) -> None:
     name = billion_laughs(levels)

@@ -20,6 +20,7 @@ from diagnose.frames.mangled_spelling import (
     Item,
     assign,
     bare,
+    capped,
     is_ctor_like,
     render,
 )
@@ -324,7 +325,7 @@ class PrefixReader:
             self.type(param)
             parts.append(render(param, self.budget))
         self.i += 1
-        return "" if parts == ["void"] else ", ".join(parts)
+        return "" if parts == ["void"] else capped(", ".join(parts))
 
     def nested(self, item: Item) -> None:
         """``N [quals] <prefix> E`` (the ``N`` already read)."""

@@ -122,7 +122,7 @@ def render(item: Item, budget: list[int]) -> str:
     if item.fn is not None:
         ret, params = item.fn
         mod = f"({item.suffix.strip()})" if item.suffix else ""
-        return f"{ret} {mod}({params})"
+        return capped(f"{ret} {mod}({params})")
     out = item.text
     if item.args is not None:
         inner = ", ".join(r for r in (render(a, budget) for a in item.args) if r)
@@ -135,7 +135,14 @@ def render(item: Item, budget: list[int]) -> str:
     elif not item.done:
         out += "..."
     out += item.suffix
-    return out if len(out) <= MAX_TEXT else out[: MAX_TEXT - 3] + "..."
+    return capped(out)
+
+
+def capped(text: str) -> str:
+    """``text`` cut to :data:`MAX_TEXT` characters with ``...``: a type that names an earlier
+    one twice (function pointers taking the previous level's type) doubles per level, so
+    every spelt piece is capped where it is made, not only where it is printed."""
+    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 3] + "..."
 
 
 def to_template_arg(item: Item, nodes: list[int], steps: list[int]) -> TemplateArg:
