@@ -6,8 +6,9 @@ odd benign warning, with varying numbers, ranks and timestamps.  About 99 % of t
 scheduler crashes with a Python traceback ending in a CUDA illegal-memory-access error,
 followed by a few lines of shutdown noise.  Every line is synthetic.
 
-Usage: ``python bench/gen_server_log.py OUT_PATH SIZE_MB [--seed N]``.  Prints nothing; the
-crash's line numbers are written to ``OUT_PATH.crash`` (``first last``) for the benchmark.
+Usage: ``python bench/gen_server_log.py OUT SIZE_MB [--seed N] [--flood 0.15]``,
+``--flood``: that fraction of lines are benign warnings a loaded server repeats.  Prints
+nothing; the crash's line numbers are written to ``OUT.crash`` (``first last``).
 """
 
 from __future__ import annotations
@@ -96,6 +97,29 @@ def _healthy(rng: random.Random, now: datetime, tp: int) -> str:
     return f"[{stamp} TP{tp}] WARNING: {rng.choice(_WARNINGS)}"
 
 
+# What a server under load repeats by the hundred thousand and survives: vLLM's preemption
+# warning, NCCL's transport warnings, and lines that contain "error" without being one.
+def _flood(rng: random.Random, now: datetime, tp: int) -> str:
+    stamp = now.strftime("%m-%d %H:%M:%S")
+    kind = rng.randrange(4)
+    if kind == 0:
+        return (
+            f"WARNING {stamp} [scheduler.py:1560] Sequence group {rng.randint(1, 10**6)} is "
+            "preempted by PreemptionMode.RECOMPUTE mode because there is not enough KV cache "
+            f"space. This can affect the end-to-end performance. Increase gpu_memory_utilization "
+            f"or tensor_parallel_size to provide more KV cache memory. "
+            f"total_num_cumulative_preemption={rng.randint(1, 10**5)}"
+        )
+    if kind == 1:
+        return (
+            f"node{rng.randint(1, 8)}:{rng.randint(1000, 99999)}:{rng.randint(1000, 99999)} "
+            f"[{tp}] NCCL WARN NET/IB : Got async event : port active"
+        )
+    if kind == 2:
+        return f"INFO {stamp} [cache.py:88] Cache flush skipped: no error (rank {tp})"
+    return f"[{stamp} TP{tp}] Decode batch. #running-req: {rng.randint(1, 256)}, error_count: 0"
+
+
 def healthy_lines(seed: int = 7) -> Iterator[str]:
     """Endless healthy server log lines (newline-terminated), for burying a crash in."""
     rng = random.Random(seed)
@@ -105,8 +129,14 @@ def healthy_lines(seed: int = 7) -> Iterator[str]:
         yield _healthy(rng, now, rng.randint(0, 7)) + "\n"
 
 
-def generate(path: Path, size_bytes: int, seed: int = 7) -> tuple[int, int]:
-    """Write the log to ``path``; return the crash's (first, last) 1-based line numbers."""
+def generate(
+    path: Path, size_bytes: int, seed: int = 7, flood: float = 0.0
+) -> tuple[int, int]:
+    """Write the log to ``path``; return the crash's (first, last) 1-based line numbers.
+
+    ``flood`` is the fraction of lines that are benign warnings repeated by the hundred
+    thousand (``_flood``), as a server under load prints them.
+    """
     rng = random.Random(seed)
     now = datetime(2025, 3, 14, 9, 0, 0)
     crash_at = int(size_bytes * 0.99)
@@ -121,7 +151,9 @@ def generate(path: Path, size_bytes: int, seed: int = 7) -> tuple[int, int]:
                 crash = (line_no + 1, line_no + len(lines))
             else:
                 now += timedelta(milliseconds=rng.randint(0, 40))
-                lines = [_healthy(rng, now, rng.randint(0, 7))]
+                tp = rng.randint(0, 7)
+                make = _flood if flood and rng.random() < flood else _healthy
+                lines = [make(rng, now, tp)]
             for line in lines:
                 block.append(line)
                 written += len(line) + 1
@@ -140,8 +172,9 @@ def main() -> None:
     parser.add_argument("out", type=Path)
     parser.add_argument("size_mb", type=float)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--flood", type=float, default=0.0, help="fraction of flood warnings")
     args = parser.parse_args()
-    first, last = generate(args.out, int(args.size_mb * 1024 * 1024), args.seed)
+    first, last = generate(args.out, int(args.size_mb * 1024 * 1024), args.seed, args.flood)
     args.out.with_name(args.out.name + ".crash").write_text(f"{first} {last}\n")
 
 

@@ -170,7 +170,8 @@ class Region:
     ``kind`` names what opened the region (see ``diagnose.regions.REGION_KINDS``).
     ``lines`` is ``(first, last)`` in original line numbers; ``body`` holds the
     normalised lines.  When several ranks printed the same failure it is kept
-    once, with ``count`` copies seen and the ``ranks`` that printed it.
+    once, with ``count`` copies seen and the ``ranks`` that printed it; ``last_line``
+    is the last line of the last copy (0 when there is one copy, or all sit in ``lines``).
     """
 
     kind: str
@@ -182,6 +183,7 @@ class Region:
     count: int = 1
     ranks: tuple[str, ...] = ()
     truncated: bool = False
+    last_line: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """Return the JSON form of the region (the public contract)."""
@@ -189,6 +191,7 @@ class Region:
             "kind": self.kind,
             "lines": list(self.lines),
             "count": self.count,
+            "last_line": self.last_line or self.lines[1],
             "ranks": list(self.ranks),
             "message": self.message,
             "message_line": self.message_line,

@@ -23,7 +23,7 @@ from diagnose.ingest.read import (
 )
 from diagnose.model import LogLine, Region
 from diagnose.records import record
-from diagnose.regions import Wording, find_regions
+from diagnose.regions import Wording, find_regions, merge_repeats
 from diagnose.roles import assign as assign_roles
 
 
@@ -136,7 +136,9 @@ def _parse_streamed(
         for line in normalize(raw, first_line=number)
     )
     context = extract_context([*head, *sorted(later, key=lambda ln: ln.number)])
-    return Parsed(name, tuple(lines), tuple(regions), context, result.total_lines, streamed=True)
+    # A warning repeated through the log opens a window each time: one region, counted.
+    distinct = merge_repeats(regions)
+    return Parsed(name, tuple(lines), tuple(distinct), context, result.total_lines, streamed=True)
 
 
 def _source_name(source: str | os.PathLike[str] | BinaryIO) -> str:

@@ -27,7 +27,7 @@ The function never raises: malformed input yields fewer or smaller regions, not 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
@@ -501,6 +501,7 @@ def _literal_lines(texts: Sequence[str]) -> list[bool]:
         return [any(lit in w for lit in literals) for w in windows]
     import re2  # lazy: the CLI's --help path must not pay for it
 
+    _group_set(_vocabulary()[0])  # a big input: its candidate lines are classified by set
     flags = [False] * len(texts)
     joined = "\n".join(
         (t[:_WINDOW].replace("\n", " ") if "\n" in t else t[:_WINDOW]) for t in texts
@@ -539,15 +540,65 @@ def _vocab(text: str) -> tuple[str, int] | None:
     t = text[:_WINDOW]
     if not _has_err_literal(t):
         return None
+    table = _vocabulary()[0]
+    gate = _GROUP_SETS.get(table)
+    hits = gate(t) if gate is not None else None
     best: tuple[str, int] | None = None
-    for kind, weight, pattern in _vocabulary()[0]:
+    for i, (kind, weight, pattern) in enumerate(table):
         if best is not None and weight <= best[1]:
             continue
-        if pattern.search(t):
+        if (i in hits) if hits is not None else pattern.search(t):
             best = (kind, weight)
             if weight == 3:
                 break
     return best
+
+
+#: Per vocabulary table, one RE2 set pass that says which groups match a line (groups RE2
+#: cannot run, with lookarounds, are searched with ``re`` and added).  Built when a log is
+#: big enough to have built the literal automaton: a warning flood sends ~100,000 lines
+#: here, and a dozen ``re`` searches a line took 7.5 s of a 30 MB log.
+_GROUP_SETS: dict[Any, Any] = {}
+
+
+_NOT_RE2 = re.compile(r"\(\?<?[=!]|\\[1-9]")
+
+
+def _group_set(table: Any) -> Any:
+    """The set matcher of ``table``: ``text -> set of matching group indices`` (built once)."""
+    if table in _GROUP_SETS:
+        return _GROUP_SETS[table]
+    import re2
+
+    found: Any = None
+    try:
+        options = re2.Options()
+        options.never_capture = True
+        matcher = re2.Set.SearchSet(options)
+        in_set: list[int] = []
+        by_re: list[int] = []
+        for i, (_, _, pattern) in enumerate(table):
+            # RE2 has no lookarounds or backreferences; asked to add one it refuses and
+            # writes to stderr, so such groups are never offered: ``re`` runs them.
+            if _NOT_RE2.search(pattern.pattern):
+                by_re.append(i)
+            else:
+                matcher.Add(pattern.pattern)
+                in_set.append(i)
+        matcher.Compile()
+
+        def groups(text: str) -> set[int]:
+            try:
+                hit = {in_set[j] for j in matcher.Match(text) or ()}
+            except UnicodeError:  # lone surrogates: every group by ``re``
+                return {i for i, (_, _, p) in enumerate(table) if p.search(text)}
+            return hit | {i for i in by_re if table[i][2].search(text)}
+
+        found = groups
+    except Exception:  # pragma: no cover - RE2 is a declared dependency
+        found = None
+    _GROUP_SETS[table] = found
+    return found
 
 
 def _classify(text: str, has_literal: bool = True) -> int:
@@ -1393,6 +1444,33 @@ def _find_regions(lines: Sequence[LogLine], wording: Wording | None = None) -> l
         )
     out.sort(key=lambda r: (r.lines[0], r.message_line))
     return out
+
+
+def merge_repeats(regions: Iterable[Region]) -> list[Region]:
+    """Regions of separate windows of one log, with repeats of the same failure merged.
+
+    A loaded server prints the same warning or error hundreds of thousands of times, in
+    windows far apart; each window's copies are merged by :func:`find_regions`, and this
+    merges them across windows by the same signature (masked message and frame functions):
+    the first copy is kept, with the total ``count``, every rank and the last copy's last
+    line.  Rule matching then runs once per distinct failure instead of once per window.
+    """
+    merged: dict[tuple[str, ...], Region] = {}
+    for r in regions:
+        frames = (_mask(f.function or f.symbol or "") for f in r.frames[:_SIGNATURE_FRAMES])
+        key = (r.kind, _mask(r.message), *frames)
+        first = merged.get(key)
+        if first is None:
+            merged[key] = r
+            continue
+        ranks = dict.fromkeys((*first.ranks, *r.ranks))
+        merged[key] = replace(
+            first,
+            count=first.count + r.count,
+            ranks=tuple(sorted(ranks, key=_rank_key)),
+            last_line=max(first.last_line, r.last_line or r.lines[1]),
+        )
+    return sorted(merged.values(), key=lambda r: (r.lines[0], r.message_line))
 
 
 def _ranks_of(body: Sequence[LogLine], message: str) -> tuple[str, ...]:

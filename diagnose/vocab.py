@@ -123,10 +123,16 @@ class Vocabulary:
 
 def kb_dirs() -> tuple[Path, ...]:
     """The shipped ``kb/`` folder, then those ``DIAGNOSE_KB_PATH`` names."""
+    return _kb_dirs(os.environ.get(ENV_VAR, ""))
+
+
+@lru_cache(maxsize=8)
+def _kb_dirs(env: str) -> tuple[Path, ...]:
+    # Cached per value of the variable: the parser asks once per candidate line, and
+    # finding the shipped folder stats the disk (7.7 s of a 30 MB warning-flood log).
     from diagnose.datafiles import data_dir
 
-    extra = tuple(Path(p) for p in os.environ.get(ENV_VAR, "").split(os.pathsep) if p)
-    return (data_dir("kb"), *extra)
+    return (data_dir("kb"), *(Path(p) for p in env.split(os.pathsep) if p))
 
 
 def vocabulary(name: str) -> Vocabulary:

@@ -1159,3 +1159,20 @@ def test_pytorch_windows_abort_handler_and_its_frames_are_one_region() -> None:
         r.lines == (2, 5) and r.message == "Unhandled exception caught in c10/util/AbortHandler.h"
     )
     assert [f.module for f in r.frames] == ["acme_torch.dll", "ucrtbase.dll", "acme_plugin.dll"]
+
+
+def test_repeats_of_one_failure_across_windows_are_one_region_with_a_count() -> None:
+    """A warning a loaded server repeats opens a window each time; the log gets one region."""
+    from diagnose.model import Region
+    from diagnose.regions import merge_repeats
+
+    def warn(line: int, group: int, rank: str) -> Region:
+        text = f"Sequence group {group} is preempted by PreemptionMode.RECOMPUTE mode"
+        return Region("error-line", (line, line), text, line, ranks=(rank,))
+
+    crash = Region("python-traceback", (500, 520), "RuntimeError: CUDA error", 520)
+    got = merge_repeats([warn(10, 1, "TP1"), warn(200, 77, "TP0"), crash, warn(900, 5, "TP1")])
+    assert [r.kind for r in got] == ["error-line", "python-traceback"]
+    first = got[0]
+    assert (first.count, first.lines, first.last_line, first.ranks) == (3, (10, 10), 900, ("TP0", "TP1"))
+    assert first.to_dict()["last_line"] == 900 and got[1].to_dict()["last_line"] == 520
