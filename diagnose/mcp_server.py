@@ -23,8 +23,8 @@ from diagnose.serve import (
     RulesOption,
     ServeConfig,
     TimeoutOption,
-    diagnose_in_thread,
 )
+from diagnose.serve_pool import Busy, DiagnosePool, default_pool_size
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -45,6 +45,7 @@ def build_server(config: ServeConfig | None = None) -> MCPServer:
     Raises :class:`ImportError` naming the extra when the ``mcp`` package is missing.
     """
     try:
+        import anyio
         from mcp.server.mcpserver import MCPServer
         from mcp.server.mcpserver.exceptions import ToolError
     except ImportError as exc:  # pragma: no cover - depends on the install
@@ -54,7 +55,8 @@ def build_server(config: ServeConfig | None = None) -> MCPServer:
         ) from exc
 
     cfg = config or ServeConfig()
-    rule_dirs, kb_version = cfg.warm_up()
+    _rule_dirs, kb_version = cfg.warm_up()
+    pool = DiagnosePool(default_pool_size(cfg.concurrency), cfg.queue, cfg.timeout_s, cfg.rule_dirs)
     server = MCPServer(
         "crashkb",
         version=kb_version,
@@ -72,9 +74,12 @@ def build_server(config: ServeConfig | None = None) -> MCPServer:
         if not log.strip():
             raise ToolError("log is empty: pass the crash log text")
         try:
-            result = await diagnose_in_thread(log, source="mcp", cfg=cfg, rule_dirs=rule_dirs)
-        except TimeoutError as exc:
+            # In a worker process killed at the time limit (diagnose.serve_pool), as serve does.
+            result = await anyio.to_thread.run_sync(pool.diagnose, log, "mcp")
+        except (TimeoutError, Busy) as exc:
             raise ToolError(str(exc)) from None
+        except RuntimeError as exc:
+            raise ToolError(f"internal error ({exc}); please report it") from None
         if format == "json":
             from diagnose.render.json import render_json
 

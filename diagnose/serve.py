@@ -28,7 +28,6 @@ import json
 import os
 import sys
 from dataclasses import asdict, field
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, Optional
 
@@ -40,7 +39,6 @@ from diagnose.records import record
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
-    from anyio import CapacityLimiter
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import Response
@@ -52,7 +50,6 @@ __all__ = [
     "ServeConfig",
     "app_from_env",
     "create_app",
-    "diagnose_in_thread",
     "main",
 ]
 
@@ -115,32 +112,6 @@ class ServeConfig:
 
         rule_dirs = tuple(Path(d) for d in self.rule_dirs)
         return rule_dirs, diagnose_text("", source="warm-up", rule_dirs=rule_dirs).kb_version
-
-
-async def diagnose_in_thread(
-    text: str,
-    *,
-    source: str,
-    cfg: ServeConfig,
-    rule_dirs: tuple[Path, ...],
-    limiter: CapacityLimiter | None = None,
-) -> Diagnosis:
-    """Diagnose ``text`` in a worker thread within ``cfg.timeout_s``, for serve and mcp alike.
-
-    Raises :class:`TimeoutError` carrying the one-line reason both servers answer with.
-    """
-    import anyio
-
-    from diagnose.api import diagnose_text
-
-    run = partial(diagnose_text, text, source=source, rule_dirs=rule_dirs)
-    try:
-        with anyio.fail_after(cfg.timeout_s):
-            # abandon_on_cancel: the answer goes out at the limit; the thread finishes on
-            # its own (a diagnosis is linear-time, it cannot hang).
-            return await anyio.to_thread.run_sync(run, abandon_on_cancel=True, limiter=limiter)
-    except TimeoutError:
-        raise TimeoutError(f"diagnosis took longer than {cfg.timeout_s:g} s") from None
 
 
 # Options `diagnose serve` and `diagnose mcp` share (typer resolves these aliases from the
