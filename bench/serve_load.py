@@ -75,10 +75,10 @@ def baseline(logs: list[str], seconds: float) -> float:
     return done / (time.perf_counter() - start)
 
 
-def start_server(port: int, workers: int) -> subprocess.Popen[bytes]:
+def start_server(port: int, workers: int, *extra: str) -> subprocess.Popen[bytes]:
     """Start ``diagnose serve`` and wait until /healthz answers."""
     args = [sys.executable, "-m", "diagnose", "serve", "--port", str(port)]
-    args += ["--workers", str(workers), "--read-timeout", "2"]
+    args += ["--workers", str(workers), "--read-timeout", "2", *extra]
     proc = subprocess.Popen(args, stderr=subprocess.DEVNULL, cwd=ROOT)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -144,6 +144,105 @@ def load(
         "rss_end_mib": rss[-1] / 1024,
         "rss_growth_pct": 100 * (rss[-1] - warm) / warm if warm else 0.0,
     }
+
+
+# A traceback of ~0.9 MB: under the 1 MiB body limit, slower to diagnose than the attack
+# round's --timeout, so each one is a time-limit bomb that must cost only its worker.
+BOMB = (
+    b"Traceback (most recent call last):\n"
+    + b'  File "/srv/x.py", line 1, in f\n    g()\n' * 22000
+    + b"RuntimeError: boom\n"
+)
+
+
+def attack(port: int, stop: float) -> tuple[dict[str, int], list[float]]:
+    """Run a hostile mix until ``stop``: idle sockets, header drippers, bombs, oversized
+    bodies; probe /healthz every 0.2 s.  Returns answers by kind and the probe latencies."""
+    counts: dict[str, int] = {}
+    probes: list[float] = []
+    lock = threading.Lock()
+
+    def count(kind: str) -> None:
+        with lock:
+            counts[kind] = counts.get(kind, 0) + 1
+
+    def idle() -> None:
+        socks: list[socket.socket] = []
+        while time.monotonic() < stop:
+            while len(socks) < 300:
+                try:
+                    socks.append(socket.create_connection(("127.0.0.1", port), timeout=5))
+                    count("idle sockets opened")
+                except OSError:
+                    break
+            time.sleep(0.5)
+            alive = []
+            for sk in socks:
+                sk.setblocking(False)
+                try:
+                    gone = sk.recv(1) == b""
+                except BlockingIOError:
+                    gone = False
+                except OSError:
+                    gone = True
+                if gone:
+                    sk.close()
+                else:
+                    alive.append(sk)
+            socks = alive
+        for sk in socks:
+            sk.close()
+
+    def drip() -> None:
+        while time.monotonic() < stop:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=5) as sk:
+                    for byte in b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 100:
+                        if time.monotonic() > stop:
+                            break
+                        sk.sendall(bytes([byte]))
+                        time.sleep(0.5)
+            except OSError:
+                count("drippers cut off")
+
+    def post(body: bytes, kind: str, **headers: str) -> None:
+        while time.monotonic() < stop:
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+                conn.request("POST", "/diagnose", body, {"Content-Type": "text/plain", **headers})
+                status = conn.getresponse().status
+                conn.close()
+                count(f"{kind}: {status}")
+            except OSError as exc:
+                count(f"{kind}: {type(exc).__name__}")
+            time.sleep(0.5)
+
+    def probe() -> None:
+        while time.monotonic() < stop:
+            t0 = time.perf_counter()
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+                conn.request("GET", "/healthz")
+                ok = conn.getresponse().status == 200
+                conn.close()
+            except OSError:
+                ok = False
+            probes.append(time.perf_counter() - t0 if ok else float("inf"))
+            time.sleep(0.2)
+
+    workers = [threading.Thread(target=idle), threading.Thread(target=probe)]
+    workers += [threading.Thread(target=drip) for _ in range(4)]
+    workers += [threading.Thread(target=post, args=(BOMB, "time-limit bombs")) for _ in range(2)]
+    workers.append(threading.Thread(target=post, args=(b"x" * 2_000_000, "oversized bodies")))
+    workers.append(
+        threading.Thread(target=post, args=(b"RuntimeError: x", "bad charsets"),
+                         kwargs={"Content-Type": "text/plain; charset=punycode"})
+    )  # fmt: skip
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    return counts, probes
 
 
 def _raw(port: int, data: bytes) -> bytes:
@@ -217,6 +316,29 @@ def main() -> None:
         if workers == 1:
             bad_rows = bad
 
+    # The same clients with a hostile mix beside them (one server process, its diagnoses in
+    # worker processes killed at --timeout 0.5; real logs take milliseconds).
+    port = _free_port()
+    proc = start_server(port, 1, "--timeout", "0.5", "--header-timeout", "2")
+    try:
+        box: dict[str, object] = {}
+        stop = time.monotonic() + args.seconds
+        hostile = threading.Thread(target=lambda: box.update(a=attack(port, stop)))
+        hostile.start()
+        under = load(port, proc.pid, bodies, args.clients, args.seconds)
+        hostile.join()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
+    counts, probes = box["a"]  # type: ignore[misc]
+    worst = max(probes) if probes else float("inf")
+    print(
+        f"under attack: {under['rps']:.1f} req/s, p99 {under['p99_ms']:.0f} ms, "
+        f"{under['errors']:.0f} errors of {under['requests']:.0f}; /healthz worst "
+        f"{worst * 1000:.0f} ms over {len(probes)} probes; RSS {under['rss_warm_mib']:.0f} -> "
+        f"{under['rss_end_mib']:.0f} MiB; attack answers: {dict(sorted(counts.items()))}"
+    )
+
     lines = [
         "# `diagnose serve` under load",
         "",
@@ -246,6 +368,20 @@ def main() -> None:
     ]
     lines += ["| request | answer | up after |", "|---|---|---|"]
     lines += [f"| {n} | `{s}` | {'yes' if a else 'NO'} |" for n, s, a in bad_rows]
+    lines += [
+        "",
+        f"Under attack (workers 1, `--timeout 0.5 --header-timeout 2`): the same {args.clients}"
+        " clients while 300 idle sockets are held open, 4 clients drip header bytes every"
+        " 0.5 s, 2 post ~0.9 MB time-limit bombs, 1 posts 2 MB bodies and 1 a punycode body,"
+        " each every 0.5 s, and `/healthz` is probed every 0.2 s:",
+        "",
+        f"- real clients: {under['rps']:.1f} req/s, p50 {under['p50_ms']:.0f} ms, p99"
+        f" {under['p99_ms']:.0f} ms, {under['errors']:.0f} errors of {under['requests']:.0f};"
+        f" RSS {under['rss_warm_mib']:.0f} -> {under['rss_end_mib']:.0f} MiB"
+        f" ({under['rss_growth_pct']:+.1f}%)",
+        f"- `/healthz`: worst {worst * 1000:.0f} ms over {len(probes)} probes",
+        "- attack answers: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())),
+    ]
     RESULTS.write_text("\n".join(lines) + "\n")
     print(f"wrote {RESULTS.relative_to(ROOT)}")
 
