@@ -183,15 +183,9 @@ def _one(
 
 def _print_version() -> NoReturn:
     """``diagnose --version``: the package's one version, and the rule base's."""
-    from diagnose import __version__
+    from diagnose.kb import version_line
 
-    try:
-        from diagnose.kb import load_kb
-
-        kb = f"kb {load_kb().version}"
-    except Exception as exc:  # the version must print even with a broken kb
-        kb = f"kb unreadable ({exc})"
-    sys.stdout.write(f"diagnose (crashkb) {__version__}, {kb}\n")
+    sys.stdout.write(version_line("diagnose") + "\n")
     raise typer.Exit(ExitCode.NO_FATAL_FAILURE)
 
 

@@ -781,3 +781,18 @@ def load_kb(extra_dirs: Sequence[Path] = (), *, root: Path | None = None) -> Kno
 
 
 storable(Fix, Reference, FixedIn, Cause, ArchFacts, Gpu, _NameKey, KnowledgeBase)
+
+
+def version_line(prog: str) -> str:
+    """``PROG (crashkb) VERSION, kb KB_VERSION``: what ``--version`` prints for each command.
+
+    The package version has one source (``diagnose.__version__``); the rule-base version is
+    read here, and a broken kb still gives a line that says so.
+    """
+    from diagnose import __version__
+
+    try:
+        kb = f"kb {load_kb().version}"
+    except Exception as exc:  # the version must print even with a broken kb
+        kb = f"kb unreadable ({exc})"
+    return f"{prog} (crashkb) {__version__}, {kb}"

@@ -33,6 +33,30 @@ OnlyDirs = Annotated[
 ]
 
 
+def _version(value: bool) -> None:
+    """``diagnose-kb --version``: the same line as ``diagnose --version``, then exit."""
+    if value:
+        from diagnose.kb import version_line
+
+        typer.echo(version_line("diagnose-kb"))
+        raise typer.Exit(EXIT_OK)
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_version,
+            is_eager=True,
+            help="print the version and the rule base's, then exit",
+        ),
+    ] = False,
+) -> None:
+    """Maintain the crashkb rule base: list, show, lint, test, docs."""
+
+
 def _fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
     """Print one line to stderr and exit with ``code``."""
     typer.echo(f"diagnose-kb: {message}", err=True)

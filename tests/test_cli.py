@@ -145,6 +145,19 @@ def test_version_prints_package_and_rule_base() -> None:
     assert proc.stdout.startswith("diagnose (crashkb) ") and " kb " in proc.stdout
 
 
+def test_diagnose_kb_version_is_the_same_version_line() -> None:
+    import subprocess
+    import sys
+
+    kb = subprocess.run(
+        [sys.executable, "-c", "from diagnose.kbcli import main; main()", "--version"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    main = run_cli("--version")
+    assert kb.returncode == 0
+    assert kb.stdout.replace("diagnose-kb ", "diagnose ", 1) == main.stdout
+
+
 @pytest.mark.parametrize(
     ("make", "expect"),
     [
