@@ -24,7 +24,7 @@ from diagnose.serve import (
     ServeConfig,
     TimeoutOption,
 )
-from diagnose.serve_pool import Busy, DiagnosePool, default_pool_size
+from diagnose.serve_pool import Busy
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -55,8 +55,8 @@ def build_server(config: ServeConfig | None = None) -> MCPServer:
         ) from exc
 
     cfg = config or ServeConfig()
-    _rule_dirs, kb_version = cfg.warm_up()
-    pool = DiagnosePool(default_pool_size(cfg.concurrency), cfg.queue, cfg.timeout_s, cfg.rule_dirs)
+    kb_version = cfg.warm_up()
+    pool = cfg.pool()
     server = MCPServer(
         "crashkb",
         version=kb_version,

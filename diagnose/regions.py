@@ -1457,8 +1457,8 @@ def merge_repeats(regions: Iterable[Region]) -> list[Region]:
     """
     merged: dict[tuple[str, ...], Region] = {}
     for r in regions:
-        frames = (_mask(f.function or f.symbol or "") for f in r.frames[:_SIGNATURE_FRAMES])
-        key = (r.kind, _mask(r.message), *frames)
+        # The body's frame lines already went into the frames; no classes are needed here.
+        key = (r.kind, *_signature(r.message, r.frames, (), ()))
         first = merged.get(key)
         if first is None:
             merged[key] = r

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from starlette.responses import Response
 
     from diagnose.report import Diagnosis
+    from diagnose.serve_pool import DiagnosePool
 
 __all__ = [
     "CHAT_LIMITS",
@@ -99,19 +100,23 @@ class ServeConfig:
         """Serialise for :data:`CONFIG_ENV` (multi-worker servers rebuild the app from it)."""
         return json.dumps(asdict(self))
 
-    def warm_up(self) -> tuple[tuple[Path, ...], str]:
+    def warm_up(self) -> str:
         """Load the kb and rule base once, so a bad rule dir fails at start, not per request.
 
-        Returns the rule directories as paths (what each diagnosis passes) and the kb version.
+        Returns the kb version.  Diagnoses run in :meth:`pool`'s workers, which warm up
+        on their own.
         """
-        # A long-lived server scores similar cases with rapidfuzz: import it now rather
-        # than inside a request (diagnose.similarity serves one-shot processes).
-        import rapidfuzz  # noqa: F401
-
         from diagnose.api import diagnose_text
 
         rule_dirs = tuple(Path(d) for d in self.rule_dirs)
-        return rule_dirs, diagnose_text("", source="warm-up", rule_dirs=rule_dirs).kb_version
+        return diagnose_text("", source="warm-up", rule_dirs=rule_dirs).kb_version
+
+    def pool(self) -> DiagnosePool:
+        """The worker processes that run this server's diagnoses (started on first use)."""
+        from diagnose.serve_pool import DiagnosePool, default_pool_size
+
+        size = default_pool_size(self.concurrency)
+        return DiagnosePool(size, self.queue, self.timeout_s, self.rule_dirs)
 
 
 # Options `diagnose serve` and `diagnose mcp` share (typer resolves these aliases from the
@@ -148,11 +153,11 @@ def create_app(config: ServeConfig | None = None) -> Starlette:
         raise ImportError(
             "diagnose serve needs the serve extra: pip install -e '.[serve]' in a crashkb checkout"
         ) from exc
-    from diagnose.serve_pool import Busy, DiagnosePool, default_pool_size
+    from diagnose.serve_pool import Busy
 
     cfg = config or ServeConfig()
-    _rule_dirs, kb_version = cfg.warm_up()
-    pool = DiagnosePool(default_pool_size(cfg.concurrency), cfg.queue, cfg.timeout_s, cfg.rule_dirs)
+    kb_version = cfg.warm_up()
+    pool = cfg.pool()
     admitted = pool.size + pool.queue
     # One waiting thread per admitted request: it blocks on a worker's pipe, not on a CPU.
     limiter = anyio.CapacityLimiter(admitted)
@@ -206,9 +211,7 @@ def create_app(config: ServeConfig | None = None) -> Starlette:
         yield
         pool.close()
 
-    app = Starlette(routes=routes, lifespan=lifespan)
-    app.state.pool = pool
-    return app
+    return Starlette(routes=routes, lifespan=lifespan)
 
 
 def app_from_env() -> Starlette:

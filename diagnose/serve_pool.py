@@ -38,6 +38,10 @@ class Busy(Exception):
 
 def _worker_main(conn: Connection, rule_dirs: tuple[str, ...]) -> None:
     """The worker program: warm up, then diagnose one text per message until told to stop."""
+    # A long-lived worker scores similar cases with rapidfuzz: import it now rather than
+    # inside the first request (diagnose.similarity serves one-shot processes).
+    import rapidfuzz  # noqa: F401
+
     from diagnose.api import diagnose_text
 
     dirs = tuple(Path(d) for d in rule_dirs)
