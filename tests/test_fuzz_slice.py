@@ -1,0 +1,59 @@
+"""A fixed-seed slice of the fuzz campaign (bench/fuzz.py): the standing check CI runs.
+
+The full campaign (a million inputs, several workers) is run by hand and recorded in
+bench/results/fuzz.md; this slice runs its first inputs in this process, every family and
+target among them, and fails naming each failing input's index for ``--replay``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "bench" / "fuzz.py"
+SLICE = 1500  # about 25 s on one core; every family and target is drawn
+
+
+@pytest.fixture(scope="module")
+def fuzz() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("crashkb_fuzz", BENCH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["crashkb_fuzz"] = module  # dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_generation_is_reproducible(fuzz: ModuleType) -> None:
+    logs, rules = fuzz.seed_logs(), fuzz.rule_files()
+    for index in (0, 17, 799):
+        a = fuzz.generate(3, index, logs, rules)
+        b = fuzz.generate(3, index, logs, rules)
+        assert (a.family, a.target, a.payload, a.extra) == (b.family, b.target, b.payload, b.extra)
+
+
+def test_fixed_seed_slice_has_no_failure(fuzz: ModuleType) -> None:
+    tally = fuzz.run_range(1, 0, SLICE, 2.0, 300.0)
+    targets = {key.split("/")[1] for key in tally.counts}
+    assert targets == {"diagnose_text", "demangle", "parse_name", "reader", "rule", "http"}
+    assert sum(tally.counts.values()) == SLICE
+    assert not tally.failures, "\n".join(
+        f"--replay {f['index']} --seed 1: {f['family']}/{f['target']}: {f['error']}"
+        for f in tally.failures
+    )
+
+
+def test_harness_catches_an_exception(fuzz: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The slice can fail: a target that raises is reported with its index."""
+
+    def boom(self: object, case: object) -> None:
+        raise ValueError("planted")
+
+    monkeypatch.setattr(fuzz.Runner, "_parse_name", boom)
+    monkeypatch.setattr(fuzz.Runner, "_demangle", boom)
+    tally = fuzz.run_range(1, 0, 60, 2.0, 300.0)
+    assert tally.failures and all("planted" in f["error"] for f in tally.failures)
