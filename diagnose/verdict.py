@@ -19,7 +19,6 @@ Three judgements live here, each driven by data rather than special cases:
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -132,8 +131,10 @@ def lived_spans(regions: Sequence[Region], lines: Sequence[LogLine] = ()) -> lis
     """
     caught = vocabulary("caught")
     carried_on, gave_up = _program_words(lines)
+    heads = _heads(regions, lines)
     lived = [
         any(caught.any(ln.text) for ln in r.body)
+        or any(caught.any(text) for text in heads.get(r.lines[0], ()))
         or _asgi_request_failed(r)
         or any(r.message_line <= n <= r.lines[1] + _CARRIED_ON_SPAN for n in carried_on)
         for r in regions
@@ -151,6 +152,22 @@ def lived_spans(regions: Sequence[Region], lines: Sequence[LogLine] = ()) -> lis
         for i, r in enumerate(regions)
         if lived[i] and i > last_crash and gave_up < r.lines[0]
     ]
+
+
+#: Lines right above a region that still belong to it: asyncio prints "Task exception was
+#: never retrieved" and the task's repr above the traceback (sgl-project/sglang#17031).
+_HEAD_SPAN = 2
+
+
+def _heads(regions: Sequence[Region], lines: Sequence[LogLine]) -> dict[int, list[str]]:
+    """For each region's first line, the texts of the up to ``_HEAD_SPAN`` lines above it."""
+    wanted = {r.lines[0] - k: r.lines[0] for r in regions for k in range(1, _HEAD_SPAN + 1)}
+    heads: dict[int, list[str]] = {}
+    for ln in lines:
+        start = wanted.get(ln.number)
+        if start is not None:
+            heads.setdefault(start, []).append(ln.text)
+    return heads
 
 
 def _asgi_request_failed(region: Region) -> bool:
@@ -269,11 +286,7 @@ def _one_request(region: Region) -> bool:
     """A serving server's report that one request failed ("Decode transfer failed for request
     rank=0 req.rid='3ce8...' ... KVTransferError"): after readiness the server answers the
     next request; an engine that died of it reports that in a region of its own."""
-    return _ONE_REQUEST.search(region.message) is not None
-
-
-# sglang/vLLM name the request a failure belongs to (held-out rounds 6, 17 and 18).
-_ONE_REQUEST = re.compile(r"\bfor request\b|\breq\.rid=|\brequest_id=|\brid=")
+    return vocabulary("one-request").any(region.message)
 
 
 # The program's own word that it went on after an error it printed.
