@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from diagnose.context import LogContext, extract_context
 from diagnose.ingest.normalize import normalize
@@ -25,6 +25,9 @@ from diagnose.model import LogLine, Region
 from diagnose.records import record
 from diagnose.regions import Wording, find_regions, merge_repeats
 from diagnose.roles import assign as assign_roles
+
+if TYPE_CHECKING:
+    from diagnose.ingest.scan import ScanResult
 
 
 @record
@@ -136,9 +139,34 @@ def _parse_streamed(
         for line in normalize(raw, first_line=number)
     )
     context = extract_context([*head, *sorted(later, key=lambda ln: ln.number)])
-    # A warning repeated through the log opens a window each time: one region, counted.
-    distinct = merge_repeats(regions)
+    # A warning repeated through the log opens a window each time: one region, counted;
+    # past REPEAT_WINDOWS the scan only counted its lines, and those counts join it here.
+    distinct = _with_counted(merge_repeats(regions), result)
     return Parsed(name, tuple(lines), tuple(distinct), context, result.total_lines, streamed=True)
+
+
+def _with_counted(regions: Sequence[Region], result: ScanResult) -> list[Region]:
+    """Add the repeats the scan counted without windows to the regions of their shape."""
+    if not result.repeated:
+        return list(regions)
+    from diagnose.ingest.scan import line_shape
+
+    counted = {shape: (n, last) for shape, n, _first, last in result.repeated}
+    wanted = {r.message_line for r in regions}
+    raw_at: dict[int, str] = {}
+    for first, raw_lines in result.windows:
+        for number in wanted:
+            if first <= number < first + len(raw_lines):
+                raw_at[number] = raw_lines[number - first]
+    out: list[Region] = []
+    for region in regions:
+        raw = raw_at.get(region.message_line)
+        hit = counted.pop(line_shape(raw.encode("utf-8", "replace")), None) if raw else None
+        if hit is not None:
+            last = max(region.last_line or region.lines[1], hit[1])
+            region = replace(region, count=region.count + hit[0], last_line=last)
+        out.append(region)
+    return out
 
 
 def _source_name(source: str | os.PathLike[str] | BinaryIO) -> str:

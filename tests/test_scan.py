@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import io
 import random
+from pathlib import Path
 from collections.abc import Callable
 
 import pytest
 
 from diagnose.ingest.normalize import normalize
-from diagnose.ingest.scan import WHOLE_INPUT_LIMIT, ScanResult, Window, scan
+from diagnose.ingest.scan import REPEAT_WINDOWS, WHOLE_INPUT_LIMIT, ScanResult, Window, scan
 from diagnose.regions import find_regions
 
 CRASH = [
@@ -204,13 +205,44 @@ def test_memory_budget_keeps_the_head_and_the_newest_windows() -> None:
     rows: list[str] = []
     for i in range(400):
         rows += _healthy(random.Random(i), 30)
-        rows.append(f"WARNING frob {i} failed to warm up")
+        # distinct words, not numbers: repeats of one shape are counted, not windowed
+        rows.append(f"WARNING frob {_letters(i)} failed to warm up")
     rows += CRASH
     result = _scan_text("\n".join(rows), max_bytes=64 * 1024, before=3, after=0)
     assert result.dropped_windows > 0
     assert result.windows[0].first_line < 40  # the head survives
     assert CRASH[5] in result.windows[-1].lines  # and so does the end
     _check_windows(result, rows)
+
+
+def _letters(i: int) -> str:
+    return "".join(chr(ord("a") + int(d)) for d in str(i))
+
+
+def test_a_repeated_warning_is_counted_after_its_first_windows() -> None:
+    rows: list[str] = []
+    for i in range(2000):
+        rows.append(f"WARNING 01-02 10:{i % 60:02d}:00 Sequence group {i} is preempted (error 0)")
+        rows += _healthy(random.Random(i), 3)
+    rows += CRASH
+    result = _scan_text("\n".join(rows), before=2, after=0)
+    assert len(result.windows) <= REPEAT_WINDOWS + 1
+    [(shape, count, first, last)] = result.repeated
+    assert count == 2000 - REPEAT_WINDOWS
+    assert rows[first - 1].startswith(f"WARNING 01-02 10:{REPEAT_WINDOWS % 60:02d}:00")
+    assert last == 1 + 4 * 1999
+    assert CRASH[5] in result.windows[-1].lines  # the crash after the flood keeps its window
+    _check_windows(result, rows)
+
+
+def test_a_repeated_traceback_header_is_always_windowed() -> None:
+    rows: list[str] = []
+    for i in range(REPEAT_WINDOWS * 3):
+        rows += [f"Traceback (most recent call last): # {i}", '  File "/x.py", line 1, in f']
+        rows += ["frob: caught and logged"] + _healthy(random.Random(i), 30)
+    result = _scan_text("\n".join(rows), before=0, after=0)
+    assert not result.repeated
+    assert len(result.windows) == REPEAT_WINDOWS * 3
 
 
 def test_a_huge_frame_block_is_cut_into_bounded_windows() -> None:
@@ -297,3 +329,38 @@ def test_empty_stream() -> None:
 
 def test_threshold_is_documented_in_bytes() -> None:
     assert WHOLE_INPUT_LIMIT >= 1024 * 1024
+
+
+def test_a_flood_in_a_big_file_is_one_region_with_every_line_counted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through diagnose_file: the windows and the counted-only repeats add up to the count a
+    window per line gives, and the last copy's line is the file's last warning."""
+    import diagnose.ingest.scan as scan_module
+    from diagnose.api import diagnose_file
+
+    warning = (
+        "WARNING 01-02 10:00:{s:02d} [scheduler.py:1560] Sequence group {i} is preempted by "
+        "PreemptionMode.RECOMPUTE mode because there is not enough KV cache space."
+    )
+    path = tmp_path / "flood.log"
+    rng = random.Random(5)
+    floods = lines = last_flood = 0
+    with path.open("w") as out:
+        while out.tell() < WHOLE_INPUT_LIMIT + (1 << 20):
+            lines += 1
+            if rng.random() < 0.15:
+                out.write(warning.format(s=floods % 60, i=rng.randint(1, 10**6)) + "\n")
+                floods, last_flood = floods + 1, lines
+            else:
+                out.write(_healthy(rng, 1)[0] + "\n")
+        # a healthy line before the crash: a warning right above a traceback is its header
+        out.write(_healthy(rng, 1)[0] + "\n" + "\n".join(CRASH) + "\n")
+    d = diagnose_file(path)
+    assert d.cause == "illegal-memory-access" and d.fatal
+    [flood] = [r for r in d.crashes if "preempted" in r.message]
+    assert flood.last_line == last_flood
+    monkeypatch.setattr(scan_module, "REPEAT_WINDOWS", 10**9)  # a window for every line
+    [windowed] = [r for r in diagnose_file(path).crashes if "preempted" in r.message]
+    # (one copy is the header of a traceback region in both: floods - 1 or floods)
+    assert flood.count == windowed.count >= floods - 1

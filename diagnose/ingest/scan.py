@@ -160,6 +160,21 @@ _JSON_TEXT = re.compile(rb'\{"(?:' + "|".join(JSON_TEXT_KEYS).encode() + rb')": 
 _NUMBERED_FRAME = re.compile(rb"\d+\s+0x[0-9a-fA-F]+\s|\S+\((?:\S*\+)?0x[0-9a-fA-F]+\)\s*\[0x")
 
 
+#: After this many windows opened at lines of one shape (digits masked), further hits of that
+#: shape that open no traceback or frame block are counted, not windowed: a server under load
+#: repeats one benign warning hundreds of thousands of times, and a window each made a 300 MB
+#: flood log 70x slower than grep (bench/results/README.md).  More than a host's ranks, so
+#: one failure printed by every rank still gets its windows.
+REPEAT_WINDOWS = 32
+_MAX_SHAPES = 4096  # distinct shapes remembered; later new shapes are always windowed
+_SHAPE_DIGITS = re.compile(rb"(?:0x)?[0-9a-f]*[0-9][0-9a-f]*")
+
+
+def line_shape(raw: bytes) -> bytes:
+    """A line with its numbers (decimal and hex) masked: what repeats of one message share."""
+    return _SHAPE_DIGITS.sub(b"#", raw[:512])
+
+
 class Window(NamedTuple):
     """Consecutive raw lines around one or more hits, and the line number of the first."""
 
@@ -177,6 +192,8 @@ class ScanResult:
     total_bytes: int
     hits: int  # candidate lines found (before merging; a cut block's rest is not searched)
     dropped_windows: int = 0
+    #: Hits counted, not windowed (``REPEAT_WINDOWS``): (shape, count, first line, last line).
+    repeated: tuple[tuple[bytes, int, int, int], ...] = ()
 
 
 def continues_block(line: bytes) -> bool:
@@ -382,6 +399,11 @@ class _Scanner:
         self.overflow = False
         self.hits = 0
         self.context_lines: list[tuple[int, str]] = []
+        self.shapes: dict[bytes, int] = {}  # windows opened per line shape
+        self.repeats: dict[bytes, list[int]] = {}  # shape -> [count, first, last] not windowed
+        # The last counted-only hits: a later window's leading context may take them in, and
+        # then they are that window's lines, not counted twice.
+        self.recent_counted: deque[tuple[int, bytes]] = deque(maxlen=max(1, before))
 
     def feed(self, buf: bytes, lo: int, hi: int, first_hit: Any = _NOT_SEARCHED) -> None:
         """Process ``buf[lo:hi]``: whole lines, the last one ending in ``\\n`` at ``hi - 1``.
@@ -416,12 +438,47 @@ class _Scanner:
                 if self.trigger.search(buf, m.end(), stop) is None:
                     pos, line_no = stop + 1, line_no + 1
                     continue
+            stop = buf.find(b"\n", m.start())
+            if self._counted_only(buf, start, stop, end, line_no):
+                pos, line_no = stop + 1, line_no + 1
+                continue
             self.hits += 1
             self._open_at(buf, start, line_no)
             pos, line_no = self._extend(buf, start, line_no, end, hit_first=True)
         self._remember_tail(buf, end)
         # lines before ``pos`` were counted on the way; count the rest in one pass
         self.line_base = line_no + buf.count(b"\n", pos, hi)
+
+    def _counted_only(self, buf: bytes, start: int, stop: int, end: int, line_no: int) -> bool:
+        """Count a hit instead of windowing it when its shape already had its windows and it
+        opens no block (a traceback header's next line continues one, so it always counts)."""
+        shape = line_shape(buf[start:stop])
+        seen = self.shapes.get(shape)
+        if seen is None or seen < REPEAT_WINDOWS:
+            if seen is not None or len(self.shapes) < _MAX_SHAPES:
+                self.shapes[shape] = (seen or 0) + 1
+            return False
+        if stop < end:
+            following = buf.find(b"\n", stop + 1, end + 1)
+            if continues_block(buf[stop + 1 : following if following >= 0 else end]):
+                return False
+        counted = self.repeats.get(shape)
+        if counted is None:
+            self.repeats[shape] = [1, line_no, line_no]
+        else:
+            counted[0] += 1
+            counted[2] = line_no
+        self.recent_counted.append((line_no, shape))
+        return True
+
+    def _uncount_from(self, first_line: int) -> None:
+        """Take back the counted-only hits from ``first_line`` on: a window holds them now."""
+        while self.recent_counted and self.recent_counted[-1][0] >= first_line:
+            _, shape = self.recent_counted.pop()
+            counted = self.repeats[shape]
+            counted[0] -= 1
+            if counted[0] == 0:
+                del self.repeats[shape]
 
     def _open_at(self, buf: bytes, start: int, line_no: int) -> None:
         """Start a window at the hit on ``line_no``, or continue the open one."""
@@ -430,6 +487,7 @@ class _Scanner:
         if prev is not None and prev.last >= want - 1:
             want = prev.last + 1
         context = self._lines_before(buf, start, line_no - want)
+        self._uncount_from(line_no - len(context))
         if prev is not None and prev.last + 1 == line_no - len(context):
             prev.stopped = False
             prev.lines.extend(context)
@@ -577,6 +635,7 @@ class _Scanner:
             total_bytes=total_bytes,
             hits=self.hits,
             dropped_windows=self.kept.dropped,
+            repeated=tuple((k, n, a, b) for k, (n, a, b) in self.repeats.items()),
         )
 
 
