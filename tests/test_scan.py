@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import io
 import random
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -227,7 +227,7 @@ def test_a_repeated_warning_is_counted_after_its_first_windows() -> None:
     rows += CRASH
     result = _scan_text("\n".join(rows), before=2, after=0)
     assert len(result.windows) <= REPEAT_WINDOWS + 1
-    [(shape, count, first, last)] = result.repeated
+    [(_shape, count, first, last)] = result.repeated
     assert count == 2000 - REPEAT_WINDOWS
     assert rows[first - 1].startswith(f"WARNING 01-02 10:{REPEAT_WINDOWS % 60:02d}:00")
     assert last == 1 + 4 * 1999
@@ -239,7 +239,7 @@ def test_a_repeated_traceback_header_is_always_windowed() -> None:
     rows: list[str] = []
     for i in range(REPEAT_WINDOWS * 3):
         rows += [f"Traceback (most recent call last): # {i}", '  File "/x.py", line 1, in f']
-        rows += ["frob: caught and logged"] + _healthy(random.Random(i), 30)
+        rows += ["frob: caught and logged", *_healthy(random.Random(i), 30)]
     result = _scan_text("\n".join(rows), before=0, after=0)
     assert not result.repeated
     assert len(result.windows) == REPEAT_WINDOWS * 3
