@@ -528,6 +528,7 @@ def _literal_automaton(re2: Any, literals: tuple[str, ...]) -> Any:
     """The compiled RE2 alternation of the error vocabulary's literals, any case (built once)."""
     if literals not in _AUTOMATON:
         options = re2.Options()
+        options.log_errors = False  # a DFA out of its budget falls back quietly
         options.never_capture = True
         options.case_sensitive = False
         pattern = b"|".join(re.escape(lit.encode()) for lit in literals)
@@ -573,6 +574,7 @@ def _group_set(table: Any) -> Any:
     found: Any = None
     try:
         options = re2.Options()
+        options.log_errors = False  # a DFA out of its budget falls back quietly
         options.never_capture = True
         matcher = re2.Set.SearchSet(options)
         in_set: list[int] = []

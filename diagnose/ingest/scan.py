@@ -325,6 +325,7 @@ def scan(
     import re2  # lazy: only huge inputs need it
 
     options = re2.Options()
+    options.log_errors = False  # a DFA out of its budget falls back quietly
     options.never_capture = True
     trig = [t.encode() if isinstance(t, str) else t for t in triggers if t]
     loose = [t.encode() for t in folded_triggers if t]

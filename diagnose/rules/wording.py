@@ -97,6 +97,8 @@ class RuleWording:
 
         if self._automaton is None:
             options = re2.Options()
+            options.log_errors = False  # a DFA out of its budget falls back quietly
+            options.max_mem = 32 << 20  # the DFA of ~16 KB of literals; 8 MB ran out
             options.never_capture = True
             pattern = "|".join(re.escape(lit) for lit in self._literals)
             self._automaton = re2.compile(pattern.encode(), options=options)
