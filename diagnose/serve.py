@@ -94,6 +94,9 @@ class ServeConfig:
     #: connections open at once; both enforced per connection (:mod:`diagnose.serve_guard`).
     header_timeout_s: float = 10.0
     max_connections: int = 512
+    #: A diagnosis worker that ends a request above this resident memory is replaced (a warm
+    #: worker holds about 60 MB; a 1 MB hostile body can leave it at twice that).
+    worker_max_rss_mb: float = 160.0
     rule_dirs: tuple[str, ...] = field(default_factory=tuple)
 
     def to_env(self) -> str:
@@ -116,7 +119,9 @@ class ServeConfig:
         from diagnose.serve_pool import DiagnosePool, default_pool_size
 
         size = default_pool_size(self.concurrency)
-        return DiagnosePool(size, self.queue, self.timeout_s, self.rule_dirs)
+        return DiagnosePool(
+            size, self.queue, self.timeout_s, self.rule_dirs, max_rss_mb=self.worker_max_rss_mb
+        )
 
 
 # Options `diagnose serve` and `diagnose mcp` share (typer resolves these aliases from the

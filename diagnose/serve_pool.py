@@ -10,6 +10,11 @@ once rather than piling up (a 503 with Retry-After is what a client can act on).
 
 Workers are started with ``spawn``: the server's threads are never forked.  A worker
 loads the rule base before it takes work, so the first request pays nothing extra.
+
+A worker whose resident memory ends a diagnosis above ``max_rss_mb`` is retired and a
+fresh one started in the background: CPython keeps the arenas a 1 MB hostile body grew,
+so without this the server's memory rose 75% under attack (bench/results/serve.md) and
+stayed there.  The server's memory is then bounded by ``size`` times the limit.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import resource
 import threading
 from collections import deque
 from dataclasses import dataclass
@@ -56,9 +62,19 @@ def _worker_main(conn: Connection, rule_dirs: tuple[str, ...]) -> None:
             return
         text, source = job
         try:
-            conn.send(("ok", diagnose_text(text, source=source, rule_dirs=dirs)))
+            result = diagnose_text(text, source=source, rule_dirs=dirs)
+            conn.send(("ok", result, resident_bytes()))
         except Exception as exc:  # reported as data; the server answers 500 and carries on
-            conn.send(("error", f"{type(exc).__name__}: {exc}"[:300]))
+            conn.send(("error", f"{type(exc).__name__}: {exc}"[:300], resident_bytes()))
+
+
+def resident_bytes() -> int:
+    """This process's resident memory now (Linux ``/proc``), else its peak."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 @dataclass
@@ -85,13 +101,20 @@ class DiagnosePool:
     """
 
     def __init__(
-        self, size: int, queue: int, timeout_s: float, rule_dirs: tuple[str, ...] = ()
+        self,
+        size: int,
+        queue: int,
+        timeout_s: float,
+        rule_dirs: tuple[str, ...] = (),
+        max_rss_mb: float = 0.0,
     ) -> None:
         self.size = max(1, size)
         self.queue = max(0, queue)
         self.timeout_s = timeout_s
         self.rule_dirs = rule_dirs
+        self.max_rss = int(max_rss_mb * (1 << 20))  # 0: never retire for memory
         self.killed = 0  # workers killed at the time limit, for tests and logs
+        self.retired = 0  # workers retired for their memory, for tests and logs
         self._idle: deque[_Worker] = deque()
         self._started = 0
         self._waiting = 0
@@ -114,8 +137,12 @@ class DiagnosePool:
             self.killed += 1
             self._discard(worker)
             raise TimeoutError(f"diagnosis took longer than {self.timeout_s:g} s")
-        self._release(worker)
-        status, payload = reply
+        status, payload, rss = reply
+        if self.max_rss and rss > self.max_rss:
+            self.retired += 1
+            self._retire(worker)
+        else:
+            self._release(worker)
         if status != "ok":
             raise RuntimeError(str(payload))
         result: Diagnosis = payload
@@ -195,6 +222,27 @@ class DiagnosePool:
                 self._lock.notify()
         if closed:
             worker.kill()
+
+    def _retire(self, worker: _Worker) -> None:
+        """Stop a worker that grew too big and start its successor off the request path."""
+        with contextlib.suppress(OSError):
+            worker.conn.send(None)
+        self._discard(worker)
+        threading.Thread(target=self._replace, name="diagnose-worker-start", daemon=True).start()
+
+    def _replace(self) -> None:
+        with self._lock:
+            if self._closed or self._started >= self.size:
+                return
+            self._started += 1
+        try:
+            worker = self._spawn()
+        except BaseException:
+            with self._lock:
+                self._started -= 1
+                self._lock.notify()
+            return
+        self._release(worker)
 
     def _discard(self, worker: _Worker) -> None:
         worker.kill()

@@ -84,3 +84,30 @@ def _alive(pid: int) -> bool:
             return stat.read().split(")")[-1].split()[0] != "Z"
     except OSError:
         return True
+
+
+def test_a_worker_left_above_the_memory_limit_is_replaced_in_the_background() -> None:
+    pool = DiagnosePool(1, 0, timeout_s=60, max_rss_mb=1)  # every warm worker is above 1 MB
+    try:
+        assert pool.diagnose(CRASH).cause == "cuda-oom"  # the answer still comes back
+        assert pool.retired == 1
+        deadline = time.monotonic() + 60
+        while not pool.pids() and time.monotonic() < deadline:
+            time.sleep(0.1)  # its successor warms up off the request path
+        (pid,) = pool.pids()
+        pool.max_rss = 0
+        assert pool.diagnose(CRASH).cause == "cuda-oom"
+        assert pool.pids() == [pid] and pool.retired == 1
+    finally:
+        pool.close()
+
+
+def test_a_worker_under_the_memory_limit_is_kept() -> None:
+    pool = DiagnosePool(1, 0, timeout_s=60, max_rss_mb=4096)
+    try:
+        pool.diagnose(CRASH)
+        (pid,) = pool.pids()
+        pool.diagnose(CRASH)
+        assert pool.pids() == [pid] and pool.retired == 0
+    finally:
+        pool.close()
