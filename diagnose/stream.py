@@ -20,7 +20,12 @@ How it stays cheap and bounded:
   lines, where servers print it, capped at ``_MAX_CONTEXT_LINES`` lines.
 * The same failure printed by several ranks in separate windows is reported once: a
   diagnosis whose cause and normalised signature (:func:`diagnose.signature.signature`) were
-  already reported within ``dedupe_lines`` lines is dropped and counted in ``stats``.
+  already reported within ``dedupe_lines`` lines is dropped and counted in ``stats``; one
+  the program survived is reported once per stream.
+* A hit line whose shape (numbers masked) already opened ``REPEAT_WINDOWS`` windows opens
+  none (:class:`diagnose.ingest.scan.RepeatCounter`, shared with the scan), unless the next
+  line continues a block: a warning flood is counted in ``stats.counted``, not diagnosed
+  100,000 times.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from typing import IO, TYPE_CHECKING, Any, TypeAlias
 
 from diagnose.ingest.scan import (
     TRIGGERS,
+    RepeatCounter,
     SplitSearch,
     continues_block,
     literal_pattern,
@@ -130,6 +136,8 @@ class StreamStats:
     diagnoses: int = 0
     suppressed: int = 0
     cut_windows: int = 0
+    #: Hit lines of a shape that already had its windows (a warning flood): counted only.
+    counted: int = 0
 
 
 def is_fatal_crash(diagnosis: Diagnosis) -> bool:
@@ -201,6 +209,7 @@ class StreamDiagnoser:
 
         self._context_re = re2.compile(literal_pattern(CONTEXT_LITERALS))
         self._next_line = 1  # number of the first line of the next buffer
+        self._repeat = RepeatCounter()  # a restarted file floods anew
         self._carry = b""
         self._skipping = False
         self._reset_position()
@@ -349,6 +358,9 @@ class StreamDiagnoser:
                 if self._trigger.search(line) is None:
                     pos, line_no = stop + 1, line_no + 1
                     continue
+                if self._flood(buf, stop, end, line):
+                    pos, line_no = stop + 1, line_no + 1
+                    continue
                 if self._held is not None and line_no != self._held_stop:
                     self._complete(out)  # the block ended without a line of its own
                 self._open(buf, start, line_no)
@@ -406,7 +418,9 @@ class StreamDiagnoser:
             win = self._win
             win.append(_decode(raw))
             self._win_bytes += len(raw)
-            if trigger(raw) is not None or (raw.strip() and continues_block(raw)):
+            if (raw.strip() and continues_block(raw)) or (
+                trigger(raw) is not None and not self._flood(buf, stop, end, raw)
+            ):
                 self._quiet = 0
                 self._win_active = len(win)
             else:
@@ -422,6 +436,17 @@ class StreamDiagnoser:
                 self._last_end = self._win_first + len(win) - 1
                 self._overflow = True
         return pos, line_no
+
+    def _flood(self, buf: bytes, stop: int, end: int, raw: bytes) -> bool:
+        """Whether the hit line ``raw`` (ending at ``stop``) is one more copy of a flooding
+        shape: then it keeps no window open (a warning every few lines would hold one
+        window open through a whole log)."""
+        following = buf.find(b"\n", stop + 1, end) if stop + 1 < end else -1
+        after = buf[stop + 1 : following] if following >= 0 else None
+        if self._repeat.counts_only(raw, after) is None:
+            return False
+        self.stats.counted += 1
+        return True
 
     def _pass_block(self, buf: bytes, pos: int, line_no: int, end: int) -> tuple[int, int]:
         """Pass over the rest of a cut block; stop before the first line that ends it.
@@ -537,7 +562,9 @@ class StreamDiagnoser:
         key = f"{diagnosis.cause}\x00{signature(diagnosis)}"
         last = self._seen.get(key)
         end = self._last_end
-        if last is not None and end - last <= self.dedupe_lines:
+        # A failure the program survived (a warning a loaded server repeats) is reported
+        # once per stream; a fatal one again after dedupe_lines (a restarted server's crash).
+        if last is not None and (not diagnosis.fatal or end - last <= self.dedupe_lines):
             self._seen[key] = end
             self.stats.suppressed += 1
             return

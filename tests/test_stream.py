@@ -377,3 +377,41 @@ def test_restart_forgets_the_old_file() -> None:
     (d,) = [e for e in again if isinstance(e, Diagnosis)]
     assert d.crashes[0].message_line == 11
     assert is_fatal_crash(d)  # not "survived" because of the old file's ready line
+
+
+def test_a_warning_flood_is_reported_once_and_counted_not_windowed() -> None:
+    """A benign warning every few lines (a loaded server) once kept one window open through
+    the whole log and re-alerted per window; now: one survived report, then the crash."""
+    lines: list[str] = []
+    for i in range(3000):
+        lines.append(
+            f"WARNING 01-02 10:00:{i % 60:02d} [scheduler.py:1560] Sequence group {i} is "
+            "preempted by PreemptionMode.RECOMPUTE mode because there is not enough KV cache "
+            f"space. total_num_cumulative_preemption={i} (error_count: 0)"
+        )
+        lines += healthy(2, start=i)
+    lines += crash()
+    sd = StreamDiagnoser()
+    got = sd.feed("\n".join(lines) + "\n") + sd.close()
+    reports = [d for d in got if isinstance(d, Diagnosis)]
+    assert [d.fatal for d in reports] == [False, True]
+    assert reports[1].cause == "illegal-memory-access"
+    assert sd.stats.counted > 2500
+    assert sd.stats.windows < 100
+
+
+def test_a_survived_report_is_not_repeated_but_a_fatal_one_is_after_the_span() -> None:
+    warning = (
+        "[2031-07-04 12:00:00 TP0] WARNING: Sequence group {i} is preempted by "
+        "PreemptionMode.RECOMPUTE mode because there is not enough KV cache space."
+    )
+    lines = [warning.format(i=0), *healthy(3000), *crash(), *healthy(3000, start=1)]
+    lines += [warning.format(i=1), *healthy(3000, start=2), *crash(rank=1)]
+    sd = StreamDiagnoser(dedupe_lines=2000)
+    got = [d for d in sd.feed("\n".join(lines) + "\n") + sd.close() if isinstance(d, Diagnosis)]
+    # the preemption warning 6,000 lines later is not news; the same crash again is
+    assert [(d.cause, d.fatal) for d in got] == [
+        ("kv-cache-oom", False),
+        ("illegal-memory-access", True),
+        ("illegal-memory-access", True),
+    ]

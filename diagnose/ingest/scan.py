@@ -46,6 +46,7 @@ __all__ = [
     "CONTEXT_LITERALS",
     "TRIGGERS",
     "WHOLE_INPUT_LIMIT",
+    "RepeatCounter",
     "ScanResult",
     "Window",
     "continues_block",
@@ -173,6 +174,30 @@ _SHAPE_DIGITS = re.compile(rb"(?:0x)?[0-9a-f]*[0-9][0-9a-f]*")
 def line_shape(raw: bytes) -> bytes:
     """A line with its numbers (decimal and hex) masked: what repeats of one message share."""
     return _SHAPE_DIGITS.sub(b"#", raw[:512])
+
+
+class RepeatCounter:
+    """Says which hit lines still open a window; the scan and the stream share it.
+
+    A shape's first ``REPEAT_WINDOWS`` hits open windows; later ones are only counted,
+    unless the next line continues a traceback or frame block (or is not known yet: the
+    hit ends the buffer), so no crash's first line is ever passed over.
+    """
+
+    def __init__(self) -> None:
+        self.opened: dict[bytes, int] = {}
+
+    def counts_only(self, line: bytes, next_line: bytes | None) -> bytes | None:
+        """The shape of ``line`` when it is only to be counted, else ``None`` (window it)."""
+        shape = line_shape(line)
+        seen = self.opened.get(shape)
+        if seen is None or seen < REPEAT_WINDOWS:
+            if seen is not None or len(self.opened) < _MAX_SHAPES:
+                self.opened[shape] = (seen or 0) + 1
+            return None
+        if next_line is None or continues_block(next_line):
+            return None
+        return shape
 
 
 class Window(NamedTuple):
@@ -400,7 +425,7 @@ class _Scanner:
         self.overflow = False
         self.hits = 0
         self.context_lines: list[tuple[int, str]] = []
-        self.shapes: dict[bytes, int] = {}  # windows opened per line shape
+        self.repeat = RepeatCounter()
         self.repeats: dict[bytes, list[int]] = {}  # shape -> [count, first, last] not windowed
         # The last counted-only hits: a later window's leading context may take them in, and
         # then they are that window's lines, not counted twice.
@@ -453,16 +478,12 @@ class _Scanner:
     def _counted_only(self, buf: bytes, start: int, stop: int, end: int, line_no: int) -> bool:
         """Count a hit instead of windowing it when its shape already had its windows and it
         opens no block (a traceback header's next line continues one, so it always counts)."""
-        shape = line_shape(buf[start:stop])
-        seen = self.shapes.get(shape)
-        if seen is None or seen < REPEAT_WINDOWS:
-            if seen is not None or len(self.shapes) < _MAX_SHAPES:
-                self.shapes[shape] = (seen or 0) + 1
+        following = buf.find(b"\n", stop + 1, end + 1) if stop < end else -1
+        shape = self.repeat.counts_only(
+            buf[start:stop], buf[stop + 1 : following] if following >= 0 else None
+        )
+        if shape is None:
             return False
-        if stop < end:
-            following = buf.find(b"\n", stop + 1, end + 1)
-            if continues_block(buf[stop + 1 : following if following >= 0 else end]):
-                return False
         counted = self.repeats.get(shape)
         if counted is None:
             self.repeats[shape] = [1, line_no, line_no]
