@@ -14,7 +14,13 @@ from diagnose.kb import load_kb
 from diagnose.model import Evidence, Finding, Region
 from diagnose.report import Diagnosis
 from diagnose.verify import verify
-from diagnose.verify.formulas import sm90_tma_ws, sm120_blockscaled, triton_matmul
+from diagnose.verify.formulas import (
+    sm90_tma_ws,
+    sm100_blockscaled,
+    sm100_epilogue,
+    sm120_blockscaled,
+    triton_matmul,
+)
 from diagnose.verify.memory import deepep_low_latency_bytes, deepep_normal_nvl_bytes
 from diagnose.verify.model import verify_model
 from diagnose.verify.result import Verification
@@ -54,6 +60,54 @@ def test_sm120_grouped_matches_measured(
 def test_sm120_dense_matches_measured(tile: tuple[int, int, int], stages: int, smem: int) -> None:
     est = sm120_blockscaled(tile, 4, 4, 9216, grouped=False, cutlass=OLD)
     assert (est.stages, est.smem) == (stages, smem)
+
+
+# SM100 1-SM NVFP4 rows from the compile level (nvcc 13.0, CUTLASS 4.2.0, sm_100a; the
+# grid of bench/sm100_blockscaled_grid.py, bench/results/sm100_blockscaled.md):
+# (tile, epilogue reads C, stages, dense kernel bytes); grouped kernels hold 1 KiB more.
+SM100_ROWS = [
+    ((128, 64, 128), False, 14, 218112),
+    ((128, 64, 128), True, 14, 226304),
+    ((128, 64, 256), False, 7, 218112),
+    ((128, 64, 256), True, 7, 226304),
+    ((128, 128, 128), False, 11, 220160),
+    ((128, 128, 128), True, 10, 218112),
+    ((128, 128, 256), False, 5, 201728),
+    ((128, 128, 256), True, 5, 218112),
+    ((128, 256, 128), False, 7, 210944),
+    ((128, 256, 128), True, 5, 205824),
+    ((128, 256, 256), False, 3, 183296),
+    ((128, 256, 256), True, 2, 178176),
+]
+
+
+@pytest.mark.parametrize(("tile", "c", "stages", "smem"), SM100_ROWS)
+@pytest.mark.parametrize("grouped", [False, True])
+def test_sm100_blockscaled_matches_the_compile_level(
+    tile: tuple[int, int, int], c: bool, stages: int, smem: int, grouped: bool
+) -> None:
+    est = sm100_blockscaled(tile, 4, 4, sm100_epilogue(c, tile[1]), grouped=grouped)
+    assert (est.stages, est.smem) == (stages, smem + (1024 if grouped else 0))
+
+
+@pytest.mark.parametrize("arch", ["sm_100", "sm_103"])
+def test_sm100_error_internal_is_not_shared_memory(arch: str) -> None:
+    """On B200/B300 the builder sizes every tile to the arch's own 227 KiB: an "Error
+    Internal" there is refuted as an overflow and pointed at the binary's arch targets."""
+    spec = GemmSpec(
+        "smem-overflow",
+        arch,
+        family="cutlass-grouped-blockscaled",
+        dtype_a="fp4_e2m1",
+        dtype_b="fp4_e2m1",
+        dtype_d="bf16",
+        tile=(128, 256, 256),
+        error_internal=True,
+    )
+    v = verify_model(spec, load_kb(), "model")
+    assert v.status == "refuted"
+    assert dict(v.measurements)["smem_limit_kb"] == 232448
+    assert any("another arch" in n for n in v.notes)
 
 
 def test_sm90_and_triton_match_measured() -> None:
@@ -323,6 +377,33 @@ def test_compile_level_measures_the_real_kernel(tmp_path: Path) -> None:
     assert v.status == ("confirmed" if expected > 101376 else "refuted")
     again = verify_compile(spec, model, cache=tmp_path)  # served from the cache
     assert dict(again.measurements)["compiled[C=void].cached"] == 1
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
+def test_compile_level_builds_an_sm100_blockscaled_kernel(tmp_path: Path) -> None:
+    """The SM100 probe (tcgen05 1-SM kernel) compiles and agrees with the model level."""
+    from diagnose.verify.compile import find_headers, verify_compile
+
+    if find_headers() is None:
+        pytest.skip("no CUTLASS headers (pip install nvidia-cutlass)")
+    spec = GemmSpec(
+        "smem-overflow",
+        "sm_100",
+        family="cutlass-dense-blockscaled",
+        dtype_a="fp4_e2m1",
+        dtype_b="fp4_e2m1",
+        dtype_d="bf16",
+        tile=(128, 128, 256),
+        epilogue_c=False,
+    )
+    model = verify_model(spec, load_kb(), "compile")
+    v = verify_compile(spec, model, cache=tmp_path)
+    m = dict(v.measurements)
+    assert v.level == "compile", v.notes
+    assert (
+        m["compiled[C=void].kernel_smem"] == 201728 == dict(model.measurements)["formula[C=void]"]
+    )
+    assert v.status == "refuted"
 
 
 @pytest.mark.gpu

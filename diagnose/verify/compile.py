@@ -112,11 +112,29 @@ def probe_source(spec: GemmSpec, epilogue_c: bool) -> str | None:
         return None
     c = d if epilogue_c else "void"
     shape = f"Shape<_{tile[0]},_{tile[1]},_{tile[2]}>"
-    if spec.family in {"cutlass-grouped-blockscaled", "cutlass-dense-blockscaled"} and cc >= 120:
+    if spec.family in {"cutlass-grouped-blockscaled", "cutlass-dense-blockscaled"} and cc >= 100:
         grouped = spec.family == "cutlass-grouped-blockscaled"
         wrap = "cutlass::nv_float4_t" if "ue8m0" not in spec.dtypes else "cutlass::mx_float4_t"
         a_t = f"{wrap}<{a}>" if spec.dtype_a == "fp4_e2m1" else f"cutlass::mx_float8_t<{a}>"
         b_t = f"{wrap}<{b}>" if spec.dtype_b == "fp4_e2m1" else f"cutlass::mx_float8_t<{b}>"
+        mainloop, epilogue = (
+            "cutlass::gemm::collective::KernelScheduleAuto",
+            "cutlass::epilogue::TmaWarpSpecialized",
+        )
+        if cc < 120:
+            # SM100/SM103 (tcgen05, accumulators in tensor memory): the builder picks the
+            # dense 1-SM kernel and epilogue; a grouped GEMM must name the pointer-array
+            # 1-SM schedules (CUTLASS example 75), which Auto does not choose.
+            nvf4 = wrap == "cutlass::nv_float4_t" and a_t == b_t
+            mainloop, epilogue = (
+                (
+                    "cutlass::gemm::KernelPtrArrayTmaWarpSpecialized1Sm"
+                    + ("Nvf4Sm100" if nvf4 else "BlockScaledSm100"),
+                    "cutlass::epilogue::PtrArrayTmaWarpSpecialized1Sm",
+                )
+                if grouped
+                else (mainloop, "cutlass::epilogue::collective::EpilogueScheduleAuto")
+            )
         return _render(
             tag,
             a_t,
@@ -128,8 +146,8 @@ def probe_source(spec: GemmSpec, epilogue_c: bool) -> str | None:
             grouped,
             align_a=32 if spec.dtype_a == "fp4_e2m1" else 16,
             align_b=32 if spec.dtype_b == "fp4_e2m1" else 16,
-            mainloop="cutlass::gemm::collective::KernelScheduleAuto",
-            epilogue="cutlass::epilogue::TmaWarpSpecialized",
+            mainloop=mainloop,
+            epilogue=epilogue,
         )
     if spec.family == "cutlass-sm90-tma-ws" and tag == "Sm90":
         coop = tile[0] >= 128
@@ -271,7 +289,10 @@ def run_probe(
 
 
 #: The SM120/SM90 collectives' static_assert when the capacity leaves fewer than 2 stages.
-_STAGES_REFUSED = re.compile(r"Stages set to value 2 or more|Stages >= 2|at least 2 stages")
+#: The SM100 block-scaled builder's, when not even one stage of A, B, SFA and SFB fits.
+_STAGES_REFUSED = re.compile(
+    r"Stages set to value 2 or more|Stages >= 2|at least 2 stages|Smem usage is too high"
+)
 
 
 def _assertion(stderr: str) -> str:

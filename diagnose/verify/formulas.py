@@ -27,6 +27,16 @@ SM120_EPILOGUE = {
 }
 # SM90 TMA epilogue, bf16 C+D: cooperative (128-row tiles) and pingpong (64-row tiles).
 SM90_EPILOGUE = {"cooperative": 33792, "pingpong": 17408}
+# SM100/SM103 1-SM epilogue SharedStorage (EpilogueTileAuto, bf16 D), keyed by (reads C,
+# CTA tile N), measured with the compile level for sm_100a (bench/results/sm100_blockscaled.md).
+SM100_EPILOGUE = {
+    (False, 64): 17408,
+    (False, 128): 17408,
+    (False, 256): 17408,
+    (True, 64): 25600,
+    (True, 128): 33792,
+    (True, 256): 67584,
+}
 
 
 @record
@@ -87,6 +97,49 @@ def sm120_blockscaled(
     stages = (capacity - epilogue) // per_stage
     mainloop = _up(stages * (a + b + sfa_alloc + sfb_alloc) + 4 * 128 + 16 * stages, 1024)
     smem = mainloop + epilogue + (1024 if grouped else 0)
+    return Estimate(stages, smem, per_stage, capacity, epilogue)
+
+
+def sm100_epilogue(epilogue_c: bool, n: int) -> int:
+    """The measured SM100 epilogue bytes for tile width ``n`` (the next measured width up)."""
+    widths = sorted(w for c, w in SM100_EPILOGUE if c == epilogue_c)
+    width = next((w for w in widths if w >= n), widths[-1])
+    return SM100_EPILOGUE[(epilogue_c, width)]
+
+
+def sm100_blockscaled(
+    tile: tuple[int, int, int],
+    bits_a: int,
+    bits_b: int,
+    epilogue: int,
+    *,
+    grouped: bool,
+    vector: int = 16,
+) -> Estimate:
+    """SM100/SM103 block-scaled (NVFP4/MXFP4) tcgen05 GEMM, 1-SM, cluster 1x1x1.
+
+    The builder (sm100_blockscaled_umma_builder.inl) counts per stage A + B + the scale
+    factors (rows padded to 128, one byte each) + a 16-byte pipeline, against the SM100
+    capacity less the kernel's barriers and scheduler storage (``Sm100DenseGemmTmaUmmaCarveout``:
+    160 B, 144 B when N = 256 leaves one accumulator stage; a grouped GEMM's eight scheduler
+    stages and four tensor maps make it 984 B).  The accumulators live in tensor memory, so
+    nothing else grows with the tile: the kernel holds ``stages`` operand stages and the
+    epilogue, plus 1 KiB when grouped (matched to the byte for all 24 dense and grouped rows
+    of bench/results/sm100_blockscaled.md).
+    """
+    m, n, k = tile
+    a, b = m * k * bits_a // 8, n * k * bits_b // 8
+    sfa, sfb = max(m, 128) * k // vector, max(n, 128) * k // vector
+    accumulator_stages = 1 if n == 256 else 2
+    if grouped:
+        carve = 16 * accumulator_stages + 128 + 16 + 8 + 128 + 8 * 16 + 8 * 4 + 4 * 128
+    else:
+        carve = 16 * accumulator_stages + 32 + 16 + 8 + 32 + 2 * 16 + 2 * 4
+    per_stage = a + b + sfa + sfb + 16
+    capacity = SM90_CAPACITY - carve
+    stages = (capacity - epilogue) // per_stage
+    # A grouped kernel also holds its tensor maps and scheduler responses: 1 KiB measured.
+    smem = stages * (a + b + sfa + sfb) + epilogue + (1024 if grouped else 0)
     return Estimate(stages, smem, per_stage, capacity, epilogue)
 
 

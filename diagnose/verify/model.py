@@ -18,6 +18,8 @@ from diagnose.verify.formulas import (
     Estimate,
     bits,
     sm90_tma_ws,
+    sm100_blockscaled,
+    sm100_epilogue,
     sm120_blockscaled,
     triton_matmul,
     version_tuple,
@@ -40,6 +42,9 @@ SM120_GROUPED_TILES = (
 )  # fmt: skip
 SM120_DENSE_TILES = ((128, 128, 128), (128, 128, 256), (256, 128, 128))
 SM90_TILES = ((64, 128, 64), (128, 64, 64), (128, 128, 64), (128, 256, 64), (256, 128, 64))
+# SM100/SM103 1-SM block-scaled tiles (elements, NVFP4): M = 128, N and K as the FP4 MoE and
+# dense GEMMs of TensorRT-LLM / FlashInfer pick them.
+SM100_TILES = tuple((128, n, k) for n in (64, 128, 256) for k in (128, 256))
 # Versions bracketing the two SM120 builder fixes, used when the log names no CUTLASS version.
 OLD_CUTLASS, NEW_CUTLASS = (4, 4, 1), (4, 5, 0)
 
@@ -55,6 +60,18 @@ def estimate(
             return None
         return triton_matmul(tile, ba, bb, spec.stages, cc)
     if spec.family in {"cutlass-grouped-blockscaled", "cutlass-dense-blockscaled"}:
+        if cc in (100, 103):
+            # Mixed FP8 x FP4 keeps one byte per element in shared memory, as on SM120.
+            if {ba, bb} == {4, 8}:
+                ba = bb = 8
+            return sm100_blockscaled(
+                tile,
+                ba,
+                bb,
+                sm100_epilogue(epilogue_c, tile[1]),
+                grouped=spec.family == "cutlass-grouped-blockscaled",
+                vector=32 if "ue8m0" in spec.dtypes else 16,
+            )
         if cc is None or cc < 120:
             return None
         d = spec.dtype_d if spec.dtype_d in {"bf16", "fp16", "fp32"} else "bf16"
@@ -92,6 +109,10 @@ def _variants(spec: GemmSpec) -> list[tuple[tuple[int, int, int], bool]]:
 
 def candidates(spec: GemmSpec) -> tuple[tuple[int, int, int], ...]:
     """Tiles the framework can pick for the arch (kb fallback table), in elements."""
+    if spec.family in {"cutlass-grouped-blockscaled", "cutlass-dense-blockscaled"} and _cc(
+        spec.arch
+    ) in (100, 103):
+        return SM100_TILES
     if spec.family == "cutlass-grouped-blockscaled":
         return SM120_GROUPED_TILES
     if spec.family == "cutlass-dense-blockscaled":
@@ -179,6 +200,8 @@ def verify_model(spec: GemmSpec, kb: KnowledgeBase, requested: str) -> Verificat
             e = estimate(spec, spec.tile, ver, c)
             if e is not None:
                 label = f"cutlass {'.'.join(map(str, ver))}, C={'D' if c else 'void'}"
+                if _cc(spec.arch) in (100, 103):  # no version switch in the SM100 formula
+                    label = f"C={'D' if c else 'void'}"
                 ests.append((label if spec.family != "triton-matmul" else "triton", e))
     ests = list(dict(ests).items())  # Triton has no version/epilogue variants: one row
     for label, e in ests:
