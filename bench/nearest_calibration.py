@@ -41,6 +41,7 @@ def score_folder(
     from diagnose import diagnose_file
     from diagnose.engine import _informative
     from diagnose.kb import mask_signature
+    from diagnose.nearest import _content_words
 
     rows: list[dict[str, object]] = []
     for case_id, path, labels in load_cases(folder):
@@ -67,6 +68,7 @@ def score_folder(
                 "score": best,
                 "lead": best - other,
                 "unknown_verdict": d.primary is None,
+                "content": _content_words(message),
             }
         )
     return rows
@@ -78,7 +80,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, help="also write the tables to this Markdown file")
     args = parser.parse_args()
 
-    from diagnose.nearest import MIN_LEAD, MIN_SCORE, library
+    from diagnose.nearest import MIN_CONTENT_WORDS, MIN_LEAD, MIN_SCORE, library
 
     entries = library()
     lines = [
@@ -104,13 +106,20 @@ def main() -> int:
             lines.append(f"| {name} | {label} | " + " | ".join(row) + " |")
     lines += [
         "",
-        f"At the product's thresholds (score >= {MIN_SCORE:.0f}, lead >= {MIN_LEAD:.0f}):",
+        f"At the product's thresholds (score >= {MIN_SCORE:.0f}, lead >= {MIN_LEAD:.0f}, "
+        f">= {MIN_CONTENT_WORDS} words outside the generic-word concept):",
         "",
         "| folder | all logs | logs whose verdict was unknown |",
         "|---|---|---|",
     ]
     for name, rows in all_rows.items():
-        taken = [r for r in rows if float(r["score"]) >= MIN_SCORE and float(r["lead"]) >= MIN_LEAD]  # type: ignore[arg-type]
+        taken = [
+            r
+            for r in rows
+            if float(r["score"]) >= MIN_SCORE  # type: ignore[arg-type]
+            and float(r["lead"]) >= MIN_LEAD  # type: ignore[arg-type]
+            and int(r["content"]) >= MIN_CONTENT_WORDS  # type: ignore[call-overload]
+        ]
         unknown = [r for r in taken if r["unknown_verdict"]]
         right = sum(r["nearest"] == r["label"] for r in taken)
         right_u = sum(r["nearest"] == r["label"] for r in unknown)

@@ -28,13 +28,18 @@ __all__ = ["MIN_LEAD", "MIN_SCORE", "Likely", "library", "nearest"]
 
 #: A likely cause needs at least this token-set score (0-100) ...
 MIN_SCORE = 95.0
-#: ... and at least this lead over the best-scoring entry of any other cause.
+#: ... and at least this lead over the best-scoring entry of any other cause ...
 MIN_LEAD = 10.0
+#: ... from a message with at least this many words outside the generic-word concept
+#: (kb/concepts/generic-word.toml): a bare "AssertionError" is a subset of every assertion
+#: example's words and scored 100 against one of another cause (held-out rounds 66, 69).
+MIN_CONTENT_WORDS = 3
 #: The share of likely verdicts that named the labelled cause at these thresholds when they
 #: were calibrated (bench/results/nearest.md); reported as the verdict's confidence.
 CALIBRATED_PRECISION = 0.9
 
 _TOP = 25
+_WORD = __import__("re").compile(r"[A-Za-z][A-Za-z0-9_]*")
 Entry = tuple[str, str, str]  # (masked text, cause, source: "<rule-id>:<example>" or "o/r#N")
 
 
@@ -102,6 +107,23 @@ def _build(kb: Any, rule_dirs: Sequence[Path]) -> tuple[Entry, ...]:
     return tuple(entries)
 
 
+_GENERIC: list[Any] = []
+
+
+def _content_words(masked: str) -> int:
+    """Words of ``masked`` that are not generic error words (nor masked numbers or paths)."""
+    if not _GENERIC:
+        import re
+
+        from diagnose.kb import load_kb
+
+        pattern = load_kb().concept_patterns().get("generic-word", r"(?!)")
+        _GENERIC.append(re.compile(rf"(?i)(?:{pattern})"))
+    generic = _GENERIC[0]
+    words = [w for w in _WORD.findall(masked) if len(w) > 1 and not w.isdigit()]
+    return sum(1 for w in words if generic.fullmatch(w) is None)
+
+
 def nearest(message: str, entries: Sequence[Entry]) -> Likely | None:
     """The likely cause of ``message`` (an error line), or ``None`` when none is close enough."""
     from rapidfuzz import fuzz, process
@@ -109,7 +131,7 @@ def nearest(message: str, entries: Sequence[Entry]) -> Likely | None:
     from diagnose.kb import mask_signature
 
     masked = mask_signature(message)
-    if not masked or not entries:
+    if not masked or not entries or _content_words(masked) < MIN_CONTENT_WORDS:
         return None
     texts = [e[0] for e in entries]
     found = process.extract(masked, texts, scorer=fuzz.token_set_ratio, limit=_TOP)

@@ -27,6 +27,20 @@ def test_a_distant_or_ambiguous_match_is_not_named() -> None:
     assert nearest("", LIBRARY) is None
 
 
+def test_a_message_of_generic_words_names_nothing() -> None:
+    """A bare exception name is a word subset of every example that has it (token-set score
+    100): it must say something of its own first (held-out rounds 66 and 69)."""
+    library = (
+        ("AssertionError: fp8 moe needs sm_90 or newer, got sm_120", "arch-unsupported", "a:1"),
+        ("RuntimeError: CUDA error: invalid argument in custom allreduce", "nccl-error", "n:1"),
+        *LIBRARY,
+    )
+    assert nearest("AssertionError", library) is None
+    assert nearest("RuntimeError: CUDA error: invalid argument", library) is None
+    found = nearest("AssertionError: fp8 moe needs sm_90 or newer, got sm_121", library)
+    assert found is not None and found.cause == "arch-unsupported"
+
+
 RULE = """\
 id = "cuda-oom/frobnicator-overheated"
 cause = "cuda-oom"
