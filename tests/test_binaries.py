@@ -180,3 +180,38 @@ def test_no_arch_in_the_log_lists_the_binaries_without_a_verdict(libs: dict[str,
     assert any("--arch" in n for n in v.notes)
     given = diagnose_text(log, verify=True, arch="sm_120").verification
     assert given is not None and given.status == "confirmed"
+
+
+def _fake_cuobjdump(tmp_path: Path, listing: str, code: int = 0) -> str:
+    tool = tmp_path / "cuobjdump"
+    tool.write_text(f"#!/bin/sh\ncat <<'EOF'\n{listing}\nEOF\nexit {code}\n")
+    tool.chmod(0o755)
+    return str(tool)
+
+
+def test_cross_check_notes_agreement_and_disagreement(tmp_path: Path) -> None:
+    from diagnose.verify.binaries import cross_check
+
+    report = BinaryReport("/x/libk.so", 10, "0" * 64, sass=("sm_90a",), ptx=("compute_90",))
+    same = _fake_cuobjdump(
+        tmp_path, "ELF file    1: libk.1.sm_90a.cubin\nPTX file    1: libk.1.sm_90.ptx"
+    )
+    assert cross_check(report, same).notes[-1] == "cuobjdump --list-elf --list-ptx agrees"
+    other = tmp_path / "other"
+    other.mkdir()
+    differs = _fake_cuobjdump(other, "ELF file    1: libk.1.sm_120a.cubin")
+    note = cross_check(report, differs).notes[-1]
+    assert "cuobjdump lists sm_120a" in note and "sm_90a, compute_90" in note
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    failing = _fake_cuobjdump(broken, "", code=1)
+    assert "lists no device code" in cross_check(report, failing).notes[-1]
+
+
+@pytest.mark.skipif(shutil.which("cuobjdump") is None, reason="cuobjdump is not on PATH")
+def test_cuobjdump_agrees_with_the_reader_on_real_builds(libs: dict[str, Path]) -> None:
+    from diagnose.verify.binaries import cross_check
+
+    for name, path in libs.items():
+        checked = cross_check(read_binary(path))
+        assert checked.notes[-1] == "cuobjdump --list-elf --list-ptx agrees", (name, checked)

@@ -17,7 +17,9 @@ instead of an exception.
 The fatbin layout (a 16-byte container header: magic ``0xBA55ED50``, version, header size,
 payload size; then entries with a kind, 1 PTX or 2 ELF, a header size, a padded payload size,
 the arch number at byte 28 and flags at byte 40, ``0x100000`` marking an arch-specific
-build) is NVIDIA's, read here the way ``cuobjdump --list-elf --list-ptx`` lists it.
+build) is NVIDIA's, read here the way ``cuobjdump --list-elf --list-ptx`` lists it.  Where
+``cuobjdump`` is on ``PATH``, :func:`cross_check` runs it on the same file and notes whether
+its list agrees with this reader's (bounded by :data:`CUOBJDUMP_TIMEOUT`).
 """
 
 from __future__ import annotations
@@ -25,13 +27,16 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import re
+import shutil
 import struct
+import subprocess
 from pathlib import Path
 from typing import Any
 
 from diagnose.records import record
 
-__all__ = ["BinaryReport", "read_binary", "runs_on"]
+__all__ = ["BinaryReport", "cross_check", "read_binary", "runs_on"]
 
 FATBIN_MAGIC = 0xBA55ED50
 #: The most fatbin entries read from one binary (a fat library holds a few hundred).
@@ -40,7 +45,13 @@ MAX_ENTRIES = 4096
 MAX_SECTION_BYTES = 1 << 30
 #: Files larger than this are described but not hashed (hashing would take seconds).
 MAX_HASHED_BYTES = 512 << 20
+#: Seconds cuobjdump may take on one file (a fat library of a few hundred MB lists in ~1 s).
+CUOBJDUMP_TIMEOUT = 20.0
 _KIND_PTX, _KIND_ELF = 1, 2
+# "ELF file    1: libx.1.sm_90a.cubin", "PTX file    1: libx.1.sm_90.ptx"
+_CUOBJDUMP_ENTRY = re.compile(
+    r"^(ELF|PTX) file\s+\d+: \S*?\.(sm_\d+[af]?)\.(?:cubin|ptx)\s*$", re.M
+)
 _ARCH_SPECIFIC = 0x100000
 _COMPRESSED = 0x2000 | 0x8000  # either bit: the payload is not plain text/ELF
 
@@ -100,6 +111,44 @@ def read_binary(path: str | os.PathLike[str]) -> BinaryReport:
         tuple(dict.fromkeys(kernels)),
         tuple(dict.fromkeys(notes)),
     )
+
+
+def cross_check(report: BinaryReport, cuobjdump: str | None = None) -> BinaryReport:
+    """``report`` with a note on whether ``cuobjdump --list-elf --list-ptx`` lists the same
+    SASS and PTX; unchanged when cuobjdump is not on ``PATH``."""
+    tool = cuobjdump or shutil.which("cuobjdump")
+    if tool is None or not (report.sass or report.ptx or report.sha256):
+        return report
+    try:
+        done = subprocess.run(
+            [tool, "--list-elf", "--list-ptx", report.path],
+            capture_output=True,
+            text=True,
+            timeout=CUOBJDUMP_TIMEOUT,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        return _noted(report, f"cuobjdump could not list it ({type(exc).__name__})")
+    sass: set[str] = set()
+    ptx: set[str] = set()
+    for kind, arch in _CUOBJDUMP_ENTRY.findall(done.stdout):
+        (sass if kind == "ELF" else ptx).add(arch if kind == "ELF" else "compute_" + arch[3:])
+    if done.returncode != 0 and not (sass or ptx):
+        why = (done.stderr.strip().splitlines() or ["no output"])[-1][:160]
+        return _noted(report, f"cuobjdump lists no device code ({why})")
+    if (sass, ptx) == (set(report.sass), set(report.ptx)):
+        return _noted(report, "cuobjdump --list-elf --list-ptx agrees")
+    listed = ", ".join(sorted(sass | ptx)) or "nothing"
+    return _noted(
+        report,
+        f"cuobjdump lists {listed}; this reader found "
+        f"{', '.join((*report.sass, *report.ptx)) or 'nothing'}",
+    )
+
+
+def _noted(report: BinaryReport, note: str) -> BinaryReport:
+    from dataclasses import replace
+
+    return replace(report, notes=(*report.notes, note))
 
 
 def runs_on(report: BinaryReport, arch: str) -> str | None:

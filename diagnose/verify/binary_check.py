@@ -21,7 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from diagnose.verify.binaries import BinaryReport, read_binary, runs_on
+from diagnose.verify.binaries import BinaryReport, cross_check, read_binary, runs_on
 
 if TYPE_CHECKING:
     from diagnose.report import Diagnosis
@@ -45,7 +45,7 @@ def check_binaries(
     arch: str | None = None,
 ) -> Verification:
     """``result`` with the frames' binaries read and, where they decide it, a new status."""
-    reports = [read_binary(p) for p in _binary_paths(diagnosis, binaries)]
+    reports = [cross_check(read_binary(p)) for p in _binary_paths(diagnosis, binaries)]
     if not reports:
         return result
     gpu = arch or gpu_arch(diagnosis, kb)
