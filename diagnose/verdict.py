@@ -230,6 +230,8 @@ def unexplained_crash(
 
 # Levels under which a logged error did not end anything by itself.
 _MILD_LEVELS = frozenset({"WARNING", "INFO", "DEBUG", "TRACE"})
+
+
 def _only_warned(region: Region) -> bool:
     """True when the region is one logged line that by itself ends nothing: its logger
     called it a warning, or it is another component's mild record."""
@@ -251,6 +253,7 @@ def _only_warned(region: Region) -> bool:
     if line.level is not None:
         return line.level in _MILD_LEVELS
     return mild is not None
+
 
 def unknown_fatal(
     regions: Sequence[Region],
