@@ -474,11 +474,11 @@ class Runner:
             from diagnose.serve import ServeConfig, create_app
 
             self._app = create_app(ServeConfig(concurrency=1, queue=4, timeout_s=5.0))
-        status = asyncio.run(
+        status, body = asyncio.run(
             _post(self._app, case.payload, case.extra["content_type"], case.extra["query"])
         )
         if status not in {200, 400, 408, 413, 415, 503}:
-            raise AssertionError(f"HTTP {status}")
+            raise AssertionError(f"HTTP {status}: {body[:200]!r}")
 
 
 async def _lifespan(app: Any) -> None:
@@ -494,7 +494,7 @@ async def _lifespan(app: Any) -> None:
     await app({"type": "lifespan", "asgi": {"version": "3.0"}}, receive, send)
 
 
-async def _post(app: Any, body: bytes, content_type: str, query: str) -> int:
+async def _post(app: Any, body: bytes, content_type: str, query: str) -> tuple[int, bytes]:
     scope = {
         "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
         "scheme": "http", "path": "/diagnose", "raw_path": b"/diagnose", "root_path": "",
@@ -513,12 +513,16 @@ async def _post(app: Any, body: bytes, content_type: str, query: str) -> int:
         await asyncio.sleep(3600)
         return {"type": "http.disconnect"}
 
+    answer: list[bytes] = []
+
     async def send(message: dict[str, Any]) -> None:
         if message["type"] == "http.response.start":
             status.append(message["status"])
+        elif message["type"] == "http.response.body":
+            answer.append(message.get("body", b""))
 
     await app(scope, receive, send)
-    return status[0] if status else 0
+    return (status[0] if status else 0), b"".join(answer)
 
 
 # ---------------------------------------------------------------- campaign
