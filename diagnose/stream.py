@@ -43,6 +43,8 @@ from typing import IO, TYPE_CHECKING, Any, TypeAlias
 
 from diagnose.ingest.scan import (
     TRIGGERS,
+    WINDOW_AFTER,
+    WINDOW_BEFORE,
     RepeatCounter,
     SplitSearch,
     continues_block,
@@ -176,8 +178,8 @@ class StreamDiagnoser:
         *,
         source: str = "<stream>",
         settle_lines: int = 40,
-        before: int = 20,
-        after: int = 5,
+        before: int = WINDOW_BEFORE,
+        after: int = WINDOW_AFTER,
         dedupe_lines: int = 2_000,
         max_window_lines: int = 20_000,
         max_window_bytes: int = 8 << 20,

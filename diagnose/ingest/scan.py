@@ -46,6 +46,8 @@ __all__ = [
     "CONTEXT_LITERALS",
     "TRIGGERS",
     "WHOLE_INPUT_LIMIT",
+    "WINDOW_AFTER",
+    "WINDOW_BEFORE",
     "RepeatCounter",
     "ScanResult",
     "Window",
@@ -167,6 +169,10 @@ _NUMBERED_FRAME = re.compile(rb"\d+\s+0x[0-9a-fA-F]+\s|\S+\((?:\S*\+)?0x[0-9a-fA
 #: flood log 70x slower than grep (bench/results/README.md).  More than a host's ranks, so
 #: one failure printed by every rank still gets its windows.
 REPEAT_WINDOWS = 32
+#: Lines of context a window keeps before a hit, and after the last line that belongs to it:
+#: the one definition the scan and the stream share.
+WINDOW_BEFORE = 20
+WINDOW_AFTER = 5
 _MAX_SHAPES = 4096  # distinct shapes remembered; later new shapes are always windowed
 _SHAPE_DIGITS = re.compile(rb"(?:0x)?[0-9a-f]*[0-9][0-9a-f]*")
 
@@ -329,8 +335,8 @@ def scan(
     stream: BinaryIO,
     *,
     context_literals: Sequence[bytes | str] = (),
-    before: int = 20,
-    after: int = 5,
+    before: int = WINDOW_BEFORE,
+    after: int = WINDOW_AFTER,
     chunk_size: int = _CHUNK,
     max_window_lines: int = 20_000,
     max_bytes: int = 32 * 1024 * 1024,
