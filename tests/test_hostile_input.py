@@ -196,3 +196,24 @@ def test_a_rule_file_that_is_a_pipe_or_a_device_fails_at_load(tmp_path: Path) ->
     (folder / "zero.toml").symlink_to("/dev/zero")
     with pytest.raises(RuleFileError, match="not a regular file"):
         load_rules([tmp_path / "rules"], include_default=False)
+
+
+# A 23-byte name on which the system's __cxa_demangle loops without end (found by the fuzz
+# campaign, bench/fuzz.py): a decltype over an unresolved name whose substitution refers
+# back into itself. Run in a child with a timeout, so a regression fails instead of hanging.
+LOOPING_NAME = "_Z7cutlassclDTsrUiptS0_"
+
+
+def test_a_name_the_system_demangler_loops_on_costs_only_itself() -> None:
+    import subprocess
+    import sys
+
+    probe = (
+        "import time; from diagnose import demangle, diagnose_text; t = time.time(); "
+        f"assert demangle({LOOPING_NAME!r}); "
+        f"d = diagnose_text('RuntimeError: boom\\n1       0x7f00aa100ca6 {LOOPING_NAME} + 12'); "
+        "print(round(time.time() - t, 2))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-500:]
+    assert float(done.stdout.strip()) <= 2.0
