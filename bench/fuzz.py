@@ -39,22 +39,22 @@ from __future__ import annotations
 import argparse
 import asyncio
 import bz2
+import contextlib
 import gzip
 import io
 import json
 import lzma
-import multiprocessing
 import os
 import random
 import re
 import resource
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -561,8 +561,16 @@ class Tally:
         self.seconds += other.seconds
 
 
-def run_range(seed: int, start: int, stop: int, max_seconds: float, max_rss_mb: float) -> Tally:
-    """Run inputs ``start..stop`` of campaign ``seed`` in this process."""
+def run_range(
+    seed: int,
+    start: int,
+    stop: int,
+    max_seconds: float,
+    max_rss_mb: float,
+    progress: Path | None = None,
+) -> Tally:
+    """Run inputs ``start..stop`` of campaign ``seed`` in this process; ``progress`` gets
+    the index of the input under way (for :func:`run_chunk`'s watchdog)."""
     logs, rules = seed_logs(), rule_files()
     runner = Runner()
     tally = Tally()
@@ -570,6 +578,10 @@ def run_range(seed: int, start: int, stop: int, max_seconds: float, max_rss_mb: 
     began = time.perf_counter()
     try:
         for index in range(start, stop):
+            if progress is not None:
+                progress.write_text(str(index))
+            if os.environ.get("CRASHKB_FUZZ_HANG_AT") == str(index):
+                time.sleep(3600)  # the watchdog's test: a hang no Python signal can end
             case = generate(seed, index, logs, rules)
             key = f"{case.family}/{case.target}"
             tally.counts[key] = tally.counts.get(key, 0) + 1
@@ -606,9 +618,83 @@ def run_range(seed: int, start: int, stop: int, max_seconds: float, max_rss_mb: 
     return tally
 
 
-def _worker(args: tuple[int, int, int, float, float]) -> Tally:
-    os.nice(5)
-    return run_range(*args)
+def _tally_json(tally: Tally) -> str:
+    return json.dumps(
+        {
+            "counts": tally.counts,
+            "slowest": {k: list(v) for k, v in tally.slowest.items()},
+            "failures": tally.failures,
+            "peak_rss_mb": tally.peak_rss_mb,
+            "seconds": tally.seconds,
+        }
+    )
+
+
+def _tally_of(text: str) -> Tally:
+    data = json.loads(text)
+    return Tally(
+        data["counts"],
+        {k: (float(v[0]), int(v[1])) for k, v in data["slowest"].items()},
+        data["failures"],
+        data["peak_rss_mb"],
+        data["seconds"],
+    )
+
+
+def run_chunk(
+    seed: int, start: int, stop: int, max_seconds: float, max_rss_mb: float, limit: float
+) -> Tally:
+    """Inputs ``start..stop`` in a child process, killed (with its process group) when it
+    gives no answer in ``limit`` seconds: a loop in C code (a demangler, a regex engine)
+    cannot be interrupted from Python, so only a watchdog outside the process catches it.
+    The input it hung on is a failure; the chunk goes on in a fresh child after it."""
+    total = Tally()
+    ranges = [(start, stop)]
+    with tempfile.TemporaryDirectory(prefix="crashkb-fuzz-chunk-") as tmp:
+        progress = Path(tmp) / "at"
+        while ranges:
+            lo, hi = ranges.pop(0)
+            if lo >= hi:
+                continue
+            progress.unlink(missing_ok=True)
+            cmd = [
+                sys.executable, str(Path(__file__).resolve()), "--seed", str(seed),
+                "--range", str(lo), str(hi), "--progress", str(progress),
+                "--max-seconds", str(max_seconds), "--max-rss-mb", str(max_rss_mb),
+            ]  # fmt: skip
+            child = subprocess.Popen(
+                cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True
+            )
+            try:
+                out, _ = child.communicate(timeout=limit)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(child.pid, signal.SIGKILL)
+                child.communicate()
+                text = progress.read_text() if progress.exists() else ""
+                at = int(text) if text.isdigit() else lo
+                case = generate(seed, at, seed_logs(), rule_files())
+                total.merge(Tally(counts={f"{case.family}/{case.target}": 1}))
+                total.failures.append(
+                    {
+                        "index": at,
+                        "family": case.family,
+                        "target": case.target,
+                        "error": f"hung: no answer within the chunk's {limit:.0f} s",
+                    }
+                )
+                # The inputs before it ran in the killed child unreported: run them again.
+                ranges[:0] = [(lo, at), (at + 1, hi)]
+                continue
+            finally:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(child.pid, signal.SIGKILL)  # stray server or demangle workers
+            if child.returncode != 0 or not out.strip():
+                died = f"chunk died (exit {child.returncode})"
+                total.failures.append({"index": lo, "family": "-", "target": "-", "error": died})
+                continue
+            total.merge(_tally_of(out.decode()))
+    return total
 
 
 def campaign(
@@ -617,38 +703,40 @@ def campaign(
     workers: int,
     max_seconds: float,
     max_rss_mb: float,
-    chunk: int = 2000,
+    chunk: int = 500,
     seconds: float = 0.0,
     journal: Path | None = None,
+    chunk_limit: float = 180.0,
 ) -> Tally:
-    """Run ``inputs`` inputs across ``workers`` processes, each chunk in a fresh process.
+    """Run ``inputs`` inputs in chunks of ``chunk``, ``workers`` child processes at a time,
+    each chunk in a fresh process under a watchdog (:func:`run_chunk`).
 
     A fresh process per chunk keeps one input's peak RSS from hiding the next ones'.
     ``seconds`` > 0 stops starting chunks after that long (the count says how many ran);
     ``journal`` gets one JSON line per finished chunk (its counts and failures).
     """
+    from concurrent.futures import ThreadPoolExecutor
+
     began = time.perf_counter()
-    jobs = [
-        (seed, s, min(s + chunk, inputs), max_seconds, max_rss_mb) for s in range(0, inputs, chunk)
-    ]
+    starts = list(range(0, inputs, chunk))
     total = Tally()
-    # Not multiprocessing.Pool: its workers are daemons, and the server's own diagnosis
-    # workers cannot start under a daemon.
-    ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(workers, mp_context=ctx, max_tasks_per_child=1) as pool:
-        futures = [pool.submit(_worker, job) for job in jobs]
-        for done, future in enumerate(as_completed(futures), 1):
-            if future.cancelled():
+
+    def one(start: int) -> Tally | None:
+        if seconds and time.perf_counter() - began > seconds:
+            return None
+        return run_chunk(
+            seed, start, min(start + chunk, inputs), max_seconds, max_rss_mb, chunk_limit
+        )
+
+    with ThreadPoolExecutor(workers) as pool:
+        for done, part in enumerate(pool.map(one, starts), 1):
+            if part is None:
                 continue
-            part = future.result()
             total.merge(part)
             if journal is not None:  # a campaign stopped early keeps what it found
                 with journal.open("a", encoding="utf-8") as out:
-                    out.write(json.dumps({"counts": part.counts, "failures": part.failures}) + "\n")
-            if seconds and time.perf_counter() - began > seconds:
-                for other in futures:
-                    other.cancel()  # chunks not started; those running finish
-            if done % max(1, len(jobs) // 20) == 0:
+                    out.write(_tally_json(part) + "\n")
+            if done % max(1, len(starts) // 50) == 0:
                 print(
                     f"  {sum(total.counts.values()):,} inputs, {len(total.failures)} failures",
                     file=sys.stderr,
@@ -709,8 +797,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-rss-mb", type=float, default=300.0)
     ap.add_argument("--seconds", type=float, default=0.0, help="stop starting chunks after this")
     ap.add_argument("--replay", type=int, help="print and run one input")
+    ap.add_argument("--range", type=int, nargs=2, metavar=("START", "STOP"), help=argparse.SUPPRESS)
+    ap.add_argument("--progress", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--save", type=Path)
     args = ap.parse_args(argv)
+    if args.range is not None:  # one chunk, for run_chunk: the tally as JSON on stdout
+        os.nice(5)
+        tally = run_range(args.seed, *args.range, args.max_seconds, args.max_rss_mb, args.progress)
+        print(_tally_json(tally))
+        return 0
     if args.replay is not None:
         case = generate(args.seed, args.replay, seed_logs(), rule_files())
         print(f"{case.family}/{case.target} {case.extra}\n{case.payload!r}"[:4000])

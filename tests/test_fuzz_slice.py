@@ -62,3 +62,15 @@ def test_harness_catches_an_exception(fuzz: ModuleType, monkeypatch: pytest.Monk
     monkeypatch.setattr(fuzz.Runner, "_demangle", boom)
     tally = fuzz.run_range(1, 0, 60, 2.0, 300.0)
     assert tally.failures and all("planted" in f["error"] for f in tally.failures)
+
+
+def test_a_hung_input_is_killed_named_and_the_chunk_goes_on(
+    fuzz: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A loop in C code cannot be interrupted from Python: the watchdog outside kills the
+    child, names the input it was on, and runs the rest of the chunk in a fresh child."""
+    monkeypatch.setenv("CRASHKB_FUZZ_HANG_AT", "3")
+    tally = fuzz.run_chunk(1, 0, 6, 2.0, 300.0, limit=15.0)
+    assert [f["index"] for f in tally.failures] == [3]
+    assert "hung" in tally.failures[0]["error"]
+    assert sum(tally.counts.values()) == 6  # 0-2 run again, 3 hung, 4-5 after it
