@@ -1389,6 +1389,27 @@ def _with_wording(texts: Sequence[str], classes: list[int], wording: Wording) ->
             classes[i] = _ERR
 
 
+#: Distinct lines whose class is remembered within one call: a flood repeats one line
+#: thousands of times (a 1 MiB paste of one NCCL warning took 1 s to classify line by line).
+_CLASS_MEMO = 4096
+
+
+def _classes(lines: Sequence[LogLine], flags: Sequence[bool]) -> list[int]:
+    """Each line's class; identical lines are classified once (the class is a function of
+    the text and its literal flag alone)."""
+    memo: dict[tuple[str, bool], int] = {}
+    out: list[int] = []
+    for line, flag in zip(lines, flags, strict=True):
+        key = (line.text, flag)
+        c = memo.get(key)
+        if c is None:
+            c = _classify(line.text, flag)
+            if len(memo) < _CLASS_MEMO:
+                memo[key] = c
+        out.append(c)
+    return out
+
+
 def _find_regions(lines: Sequence[LogLine], wording: Wording | None = None) -> list[Region]:
     parse = _frame_parser()
     merged: dict[tuple[str, ...], _Merged] = {}
@@ -1397,9 +1418,7 @@ def _find_regions(lines: Sequence[LogLine], wording: Wording | None = None) -> l
     by_message: dict[str, _Merged] = {}
     for stream_lines in _streams(lines):
         flags = _literal_lines([line.text for line in stream_lines])
-        classes = [
-            _classify(line.text, flag) for line, flag in zip(stream_lines, flags, strict=True)
-        ]
+        classes = _classes(stream_lines, flags)
         if wording is not None:
             _with_wording([line.text for line in stream_lines], classes, wording)
         stream = _Stream(stream_lines, classes)
