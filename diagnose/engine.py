@@ -85,6 +85,7 @@ def _diagnose(parsed: Parsed, rule_dirs: Sequence[Path]) -> Diagnosis:
     lived = lived_spans(parsed.regions, parsed.lines)
     verdict = decide(outcome.findings, ready, kb, lived)
     primary = verdict.primary
+    steps = list(verdict.steps)
     notes = [*_input_notes(parsed), *outcome.notes]
     if primary is not None and not verdict.fatal:
         later = unexplained_crash(parsed.regions, verdict.findings, last_line(primary), ready)
@@ -93,9 +94,17 @@ def _diagnose(parsed: Parsed, rule_dirs: Sequence[Path]) -> Diagnosis:
                 f"{primary.rule_id} (not fatal) explains lines up to {last_line(primary)}, but "
                 f"a later crash at line {later.lines[0]} is not explained by any rule."
             )
+            steps.append(f"later crash: line {later.lines[0]} is unexplained: no primary")
             primary = None
     fatal = verdict.fatal if primary else unknown_fatal(parsed.regions, ready, lived)
+    if primary is None:
+        steps.append(
+            "unknown: "
+            + ("a crash region no rule explains" if fatal else "nothing that ended the process")
+        )
     likely = _likely(parsed.regions, rule_dirs) if primary is None and fatal else None
+    if likely is not None:
+        steps.append(f"likely: nearest known case {likely.resembles} ({likely.score:.0f})")
     cause_id = primary.cause if primary else (likely.cause if likely else None)
     cause = kb.cause(cause_id) if cause_id else None
     fixes, advice_note = _fixes(cause, parsed, primary, kb)
@@ -135,6 +144,7 @@ def _diagnose(parsed: Parsed, rule_dirs: Sequence[Path]) -> Diagnosis:
         notes=tuple(notes),
         kb_version=kb.version,
         streamed=parsed.streamed,
+        verdict_steps=tuple(steps),
     )
 
 

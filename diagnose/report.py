@@ -97,6 +97,9 @@ class Diagnosis:
     #: When no rule matched a fatal error: the nearest known case (``diagnose.nearest``),
     #: whose cause this verdict then names at tier ``likely``.
     likely: Likely | None = None
+    #: What each step of the verdict did and why (``diagnose.verdict.decide`` and the
+    #: engine's unknown / likely steps), in order.
+    verdict_steps: tuple[str, ...] = ()
 
     @property
     def known(self) -> bool:
@@ -130,4 +133,5 @@ class Diagnosis:
             "kb_version": self.kb_version,
             "verification": self.verification.to_dict() if self.verification else None,
             "likely": self.likely.to_dict() if self.likely else None,
+            "verdict_steps": list(self.verdict_steps),
         }

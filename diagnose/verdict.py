@@ -35,13 +35,15 @@ if TYPE_CHECKING:
 
 @record
 class Verdict:
-    """The chosen root finding, the cascade rule ids, and every finding re-ranked."""
+    """The chosen root finding, the cascade rule ids, every finding re-ranked, and a note from
+    each step of :func:`decide` on what it did and why (``Diagnosis.verdict_steps``)."""
 
     primary: Finding | None
     fatal: bool | None
     cascade: tuple[str, ...]
     findings: tuple[Finding, ...]
     server_ready: bool
+    steps: tuple[str, ...] = ()
 
 
 def last_line(finding: Finding) -> int:
@@ -62,38 +64,119 @@ def decide(
 ) -> Verdict:
     """Pick the root finding; mark survived findings non-fatal; name the cascade.
 
+    An ordered list of small steps, each adding a note on what it did and why:
+    survived-by-readiness, survived-by-the-program's-words, pool, roots, primary, cascade.
     ``lived``: the line spans of regions the program says it lived through (:func:`lived_spans`).
     """
+    steps: list[str] = []
     ready_at = max(ready_lines, default=0)
-    adjusted = [
+    adjusted = _survived_readiness(findings, ready_at, steps)
+    adjusted = _survived_lived(adjusted, lived, steps)
+    fatal = [f for f in adjusted if f.fatal]
+    pool = _pool(adjusted, fatal, steps)
+    if not pool:
+        return Verdict(None, None, (), tuple(adjusted), bool(ready_at), tuple(steps))
+    consequences = _consequences(pool, kb)
+    roots = _roots(pool, consequences, steps)
+    primary = _primary(roots, bool(fatal), steps)
+    cascade = _cascade(pool, consequences, primary, steps)
+    ranked = sorted(
+        adjusted, key=lambda f: (f is not primary, f.cause in consequences, _rank_key(f))
+    )
+    return Verdict(primary, primary.fatal, cascade, tuple(ranked), bool(ready_at), tuple(steps))
+
+
+def _survived_readiness(
+    findings: Sequence[Finding], ready_at: int, steps: list[str]
+) -> list[Finding]:
+    """A fatal finding whose evidence ends before the server said it was ready was survived."""
+    out = [
         _survived(f, "the server reported ready after this")
         if ready_at and f.fatal and last_line(f) < ready_at
-        else _survived(f, "the program says it went on after this")
+        else f
+        for f in findings
+    ]
+    marked = [a.rule_id for a, b in zip(findings, out, strict=True) if a is not b]
+    if marked:
+        steps.append(
+            f"readiness: the server said it was ready at line {ready_at}, after "
+            f"{', '.join(marked)}: marked survived"
+        )
+    return out
+
+
+def _survived_lived(
+    findings: Sequence[Finding], lived: Sequence[tuple[int, int]], steps: list[str]
+) -> list[Finding]:
+    """A fatal finding inside a region the program says it lived through was survived."""
+    out = [
+        _survived(f, "the program says it went on after this")
         if f.fatal and _within(f, lived)
         else f
         for f in findings
     ]
-    fatal = [f for f in adjusted if f.fatal]
-    pool = fatal or adjusted
-    if not pool:
-        return Verdict(None, None, (), tuple(adjusted), bool(ready_at))
-    consequences = _consequences(pool, kb)
-    roots = [f for f in pool if f.cause not in consequences] or pool
+    marked = [a.rule_id for a, b in zip(findings, out, strict=True) if a is not b]
+    if marked:
+        steps.append(
+            f"lived through: the program caught or went on after {', '.join(marked)}: "
+            "marked survived"
+        )
+    return out
+
+
+def _pool(adjusted: list[Finding], fatal: list[Finding], steps: list[str]) -> list[Finding]:
+    """The findings the root is chosen from: the fatal ones, else every finding."""
+    if not adjusted:
+        steps.append("pool: no rule matched")
+        return []
     if fatal:
+        steps.append(f"pool: {len(fatal)} fatal of {len(adjusted)} findings")
+        return fatal
+    steps.append(f"pool: none of {len(adjusted)} findings is fatal; choosing among all")
+    return adjusted
+
+
+def _roots(pool: list[Finding], consequences: set[str], steps: list[str]) -> list[Finding]:
+    """Findings whose cause no earlier finding's cause sets off (kb ``cascades``)."""
+    roots = [f for f in pool if f.cause not in consequences]
+    if consequences & {f.cause for f in pool}:
+        steps.append(
+            "roots: "
+            + ", ".join(sorted(consequences & {f.cause for f in pool}))
+            + " follow from an earlier cause in this log (kb cascades): not the root"
+        )
+    return roots or pool
+
+
+def _primary(roots: list[Finding], any_fatal: bool, steps: list[str]) -> Finding:
+    """The root with the highest confidence and tier, the earliest on a tie."""
+    if any_fatal:
         primary = min(roots, key=_rank_key)
+        why = "highest confidence, then tier, then earliest evidence"
     else:
         # Everything was lived through: a rule written for the survived state
         # (severity below fatal, e.g. tactic-skipped) explains it better than a crash rule.
         primary = min(roots, key=lambda f: (f.severity == "fatal", *_rank_key(f)))
+        why = "a rule written for the survived state first, then confidence"
+    steps.append(
+        f"primary: {primary.rule_id} ({primary.confidence:.2f}, {primary.tier}) of "
+        f"{len(roots)} root(s): {why}"
+    )
+    return primary
+
+
+def _cascade(
+    pool: list[Finding], consequences: set[str], primary: Finding, steps: list[str]
+) -> tuple[str, ...]:
+    """The rule ids of the findings that are consequences of the root."""
     cascade = tuple(
         dict.fromkeys(
             f.rule_id for f in pool if f.cause in consequences and f.cause != primary.cause
         )
     )
-    ranked = sorted(
-        adjusted, key=lambda f: (f is not primary, f.cause in consequences, _rank_key(f))
-    )
-    return Verdict(primary, primary.fatal, cascade, tuple(ranked), bool(ready_at))
+    if cascade:
+        steps.append(f"cascade: {', '.join(cascade)} reported as consequences")
+    return cascade
 
 
 def _rank_key(f: Finding) -> tuple[float, int, int]:

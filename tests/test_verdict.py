@@ -416,3 +416,30 @@ def test_a_warning_does_not_take_the_next_info_record_as_its_rest() -> None:
     d = diagnose_text(log)
     assert [c.lines for c in d.crashes] == [(1, 1)]
     assert d.fatal is False
+
+
+def test_each_step_of_the_verdict_says_what_it_did() -> None:
+    kb = load_kb()
+    smem = _f("smem-overflow", 5, 0.9)
+    skipped = _f("tactic-skipped", 6, 0.6, fatal=False, severity="warning")
+    survived = decide([smem, skipped], [100], kb)
+    assert survived.steps[0] == (
+        "readiness: the server said it was ready at line 100, after smem-overflow/x: "
+        "marked survived"
+    )
+    assert survived.steps[-1].startswith("primary: tactic-skipped/x")
+    ima, timeout = _f("illegal-memory-access", 10, 0.7), _f("nccl-timeout", 40, 0.9)
+    crashed = decide([timeout, ima], [], kb)
+    assert [s.split(":")[0] for s in crashed.steps] == ["pool", "roots", "primary", "cascade"]
+    assert "nccl-timeout follow from an earlier cause" in crashed.steps[1]
+    assert decide([], [], kb).steps == ("pool: no rule matched",)
+
+
+def test_the_verdict_steps_are_in_the_json() -> None:
+    from diagnose import diagnose_text
+
+    d = diagnose_text("RuntimeError: CUDA error: an illegal memory access was encountered")
+    steps = d.to_dict()["verdict_steps"]
+    assert steps[0].startswith("pool: 1 fatal") and steps[-1].startswith("primary: ")
+    unknown = diagnose_text("Traceback (most recent call last):\nFrobError: the quux broke")
+    assert unknown.verdict_steps[-1].startswith("unknown: a crash region no rule explains")
