@@ -236,6 +236,34 @@ def test_run_size_comes_from_the_model_config_the_log_prints() -> None:
     assert any("/ tp_size 8" in w for w in spec.problem_from)
 
 
+DENSE_H100 = """\
+NVIDIA H100 80GB HBM3
+LlamaConfig {
+  "hidden_size": 8192,
+  "intermediate_size": 28672,
+}
+vllm serve /models/llama -tp 4 --max-num-batched-tokens 4096
+  File "/vllm/model_executor/layers/quantization/utils/fp8_utils.py", line 320, in w8a8_matmul
+triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 262144, \
+Hardware limit: 232448. Reducing block sizes or `num_stages` may help.
+"""
+
+
+def test_run_size_of_a_dense_model_comes_from_its_config() -> None:
+    from diagnose.api import diagnose_text
+
+    spec = build_spec(diagnose_text(DENSE_H100), load_kb())
+    assert isinstance(spec, GemmSpec) and spec.family == "triton-matmul"
+    # One step's 4096 tokens through the fused gate-up projection, column-split over TP 4.
+    assert spec.problem == (4096, 2 * 28672 // 4, 8192)
+    assert any("intermediate_size 28672 / tp_size 4" in w for w in spec.problem_from)
+    # No token limit in the log: the default is said to be one.
+    bare = DENSE_H100.replace(" --max-num-batched-tokens 4096", "")
+    spec = build_spec(diagnose_text(bare), load_kb())
+    assert isinstance(spec, GemmSpec) and spec.problem is not None and spec.problem[0] == 1024
+    assert any("names no per-step token limit" in w for w in spec.problem_from)
+
+
 def test_run_size_prefers_the_profilers_own_mnk_and_never_invents_one() -> None:
     from diagnose.api import diagnose_text
 

@@ -11,7 +11,7 @@ string unvalidated (the probe generators only ever see these validated fields).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from diagnose.records import record
@@ -323,7 +323,12 @@ def _problem(
             return (int(dims[0] or 1), int(dims[1] or 1), int(dims[2] or 1)), (
                 f"M, N, K as the log prints them ('{m.group(0)[:60]}')",
             )
-    if family not in {"cutlass-grouped-blockscaled", "triton-matmul", "cutlass-sm90-tma-ws"}:
+    if family not in {
+        "cutlass-grouped-blockscaled",
+        "cutlass-dense-blockscaled",
+        "triton-matmul",
+        "cutlass-sm90-tma-ws",
+    }:
         return None, ()
 
     def arg(key: str) -> int | None:
@@ -332,6 +337,8 @@ def _problem(
     hidden = arg("hidden_size")
     inter = arg("moe_intermediate_size")
     experts, top_k = arg("num_experts"), arg("top_k")
+    if hidden is not None and (inter is None or experts is None or top_k is None):
+        return _dense_problem(arg, hidden, family)
     if hidden is None or inter is None or experts is None or top_k is None:
         return None, ()
     tp = arg("tp_size") or 1
@@ -353,6 +360,35 @@ def _problem(
         if tokens
         else "M = 1024 (the log names no per-step token limit)",
         f"N = 2 x moe_intermediate_size {inter}{split} (gate and up projections)",
+        f"K = hidden_size {hidden}",
+    )
+    return (int(size[0] or 1), int(size[1] or 1), int(size[2] or 1)), where
+
+
+def _dense_problem(
+    arg: Callable[[str], int | None], hidden: int, family: str | None
+) -> tuple[tuple[int, int, int] | None, tuple[str, ...]]:
+    """A dense model's fused gate-up GEMM: K = hidden size, N = 2 x intermediate size / TP
+    (column-parallel), M = the tokens of one step.  Only for a dense GEMM family: a grouped
+    (MoE) kernel with no expert shape in the log is not sized from a dense one."""
+    inter = arg("intermediate_size")
+    if inter is None or family == "cutlass-grouped-blockscaled":
+        return None, ()
+    tp = arg("tp_size") or 1
+    divided = tp > 1 and inter % tp == 0
+    n = 2 * inter // tp if divided else 2 * inter
+    tokens_key = next((k for k in _TOKEN_LIMITS if arg(k)), "")
+    tokens = arg(tokens_key) if tokens_key else None
+    size = (bounded_int(tokens or 1024, *_PROBLEM_DIM), bounded_int(n, *_PROBLEM_DIM),
+            bounded_int(hidden, *_PROBLEM_DIM))  # fmt: skip
+    if any(x is None for x in size):
+        return None, ()
+    split = f" / tp_size {tp}" if divided else ""
+    where = (
+        f"M = {tokens_key} {tokens} (the tokens of one step)"
+        if tokens
+        else "M = 1024 (the log names no per-step token limit)",
+        f"N = 2 x intermediate_size {inter}{split} (a dense model's fused gate and up)",
         f"K = hidden_size {hidden}",
     )
     return (int(size[0] or 1), int(size[1] or 1), int(size[2] or 1)), where
