@@ -207,7 +207,8 @@ def _mutate(rng: random.Random, text: str, logs: list[str]) -> str:
         elif op == 8:  # duplicated block
             a = rng.randrange(len(lines))
             b = min(len(lines), a + rng.randint(1, 30))
-            lines[b:b] = lines[a:b] * rng.randint(1, 50)
+            block = sum(len(x) + 1 for x in lines[a:b]) or 1
+            lines[b:b] = lines[a:b] * max(1, min(rng.randint(1, 50), MAX_INPUT // block))
             text = "\n".join(lines)
         elif op == 9:  # splice two logs
             other = rng.choice(logs)
@@ -222,13 +223,18 @@ def _mutate(rng: random.Random, text: str, logs: list[str]) -> str:
             text = "\n".join(lines)
         elif op == 12:  # one enormous line
             i = rng.randrange(len(lines))
-            lines[i] = lines[i] * rng.randint(1, 400)
+            lines[i] = lines[i] * max(
+                1, min(rng.randint(1, 400), MAX_INPUT // (len(lines[i]) or 1))
+            )
             text = "\n".join(lines)
         else:  # unicode whitespace and line separators
             text = text.replace(
                 " ", rng.choice(["\u00a0", "\t", "\u2028", " "]), rng.randint(1, 50)
             )
-    return text[:MAX_INPUT]
+        # Each step stays within the input bound: repeated growth once built a 17 GB string
+        # in the generator, which hid the product's own memory from the per-input check.
+        text = text[:MAX_INPUT]
+    return text
 
 
 def _compress(rng: random.Random, data: bytes) -> bytes:
@@ -537,7 +543,21 @@ def _alarm(signum: int, frame: Any) -> None:
 
 
 def _rss_mb() -> float:
+    """Peak resident memory (MB) since the last :func:`_reset_peak`: Linux's VmHWM, which
+    ``/proc/self/clear_refs`` resets, so each input's peak is its own; else the process's."""
+    try:
+        with open("/proc/self/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _reset_peak() -> None:
+    with contextlib.suppress(OSError), open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
 
 
 @dataclass
@@ -585,7 +605,8 @@ def run_range(
             case = generate(seed, index, logs, rules)
             key = f"{case.family}/{case.target}"
             tally.counts[key] = tally.counts.get(key, 0) + 1
-            rss_before = _rss_mb()
+            _reset_peak()  # the input's own peak, not the generator's or an earlier input's
+            rss_before = 0.0
             # CPU seconds, not wall: the bound is the input's cost, and a campaign shares
             # its cores (wall time doubled under a concurrent build and read as failures).
             t0 = time.process_time()
@@ -603,6 +624,7 @@ def run_range(
             if took > tally.slowest.get(case.target, (0.0, -1))[0]:
                 tally.slowest[case.target] = (took, index)
             rss = _rss_mb()
+            tally.peak_rss_mb = max(tally.peak_rss_mb, rss)
             if not error and took > max_seconds:
                 error = f"took {took:.2f} CPU s (bound {max_seconds} s)"
             if not error and rss > max_rss_mb and rss_before <= max_rss_mb:
@@ -613,7 +635,7 @@ def run_range(
                 )
     finally:
         runner.close()
-    tally.peak_rss_mb = _rss_mb()
+    tally.peak_rss_mb = max(tally.peak_rss_mb, _rss_mb())
     tally.seconds = time.perf_counter() - began
     return tally
 
@@ -778,7 +800,7 @@ def _markdown(result: dict[str, Any]) -> str:
         f"# Fuzz campaign (seed {result['seed']})\n\n"
         f"{result['inputs']:,} inputs in {result['wall_s']} s wall "
         f"({result['cpu_s']} s in workers), "
-        f"Python {result['python']}; peak RSS of any worker {result['peak_rss_mb']} MB; "
+        f"Python {result['python']}; peak RSS of any input {result['peak_rss_mb']} MB; "
         f"**{result['failure_count']} failures**.\n\n"
         "Command: `python bench/fuzz.py --inputs N --seed S --workers W "
         "--save bench/results/fuzz.json`\n\n"
