@@ -174,12 +174,18 @@ REPEAT_WINDOWS = 32
 WINDOW_BEFORE = 20
 WINDOW_AFTER = 5
 _MAX_SHAPES = 4096  # distinct shapes remembered; later new shapes are always windowed
-_SHAPE_DIGITS = re.compile(rb"(?:0x)?[0-9a-f]*[0-9][0-9a-f]*")
+_SHAPE_DIGITS = re.compile(rb"\d+")
+_SHAPE_HEX = re.compile(rb"0x[0-9a-fA-F]+")
 
 
 def line_shape(raw: bytes) -> bytes:
-    """A line with its numbers (decimal and hex) masked: what repeats of one message share."""
-    return _SHAPE_DIGITS.sub(b"#", raw[:512])
+    """A line with its numbers (decimal and ``0x`` hex) masked: what repeats of one message
+    share.  Run on every hit of a flood, so kept to two simple patterns (a hex-aware one
+    took 14 us a line, these 4 us)."""
+    raw = raw[:512]
+    if b"0x" in raw:
+        raw = _SHAPE_HEX.sub(b"#", raw)
+    return _SHAPE_DIGITS.sub(b"#", raw)
 
 
 class RepeatCounter:
