@@ -27,7 +27,7 @@ from diagnose.rules.engine import TIER_ORDER
 from diagnose.vocab import vocabulary
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from diagnose.kb import KnowledgeBase
     from diagnose.model import Finding, LogLine, Region
@@ -70,8 +70,25 @@ def decide(
     """
     steps: list[str] = []
     ready_at = max(ready_lines, default=0)
-    adjusted = _survived_readiness(findings, ready_at, steps)
-    adjusted = _survived_lived(adjusted, lived, steps)
+    # A fatal finding whose evidence ends before the server said it was ready was survived;
+    # so was one inside a region the program says it lived through.
+    adjusted = _mark_survived(
+        findings,
+        lambda f: bool(ready_at) and last_line(f) < ready_at,
+        "the server reported ready after this",
+        lambda ids: (
+            f"readiness: the server said it was ready at line {ready_at}, after "
+            f"{ids}: marked survived"
+        ),
+        steps,
+    )
+    adjusted = _mark_survived(
+        adjusted,
+        lambda f: _within(f, lived),
+        "the program says it went on after this",
+        lambda ids: f"lived through: the program caught or went on after {ids}: marked survived",
+        steps,
+    )
     fatal = [f for f in adjusted if f.fatal]
     pool = _pool(adjusted, fatal, steps)
     if not pool:
@@ -86,41 +103,19 @@ def decide(
     return Verdict(primary, primary.fatal, cascade, tuple(ranked), bool(ready_at), tuple(steps))
 
 
-def _survived_readiness(
-    findings: Sequence[Finding], ready_at: int, steps: list[str]
+def _mark_survived(
+    findings: Sequence[Finding],
+    lived_through: Callable[[Finding], bool],
+    why: str,
+    step: Callable[[str], str],
+    steps: list[str],
 ) -> list[Finding]:
-    """A fatal finding whose evidence ends before the server said it was ready was survived."""
-    out = [
-        _survived(f, "the server reported ready after this")
-        if ready_at and f.fatal and last_line(f) < ready_at
-        else f
-        for f in findings
-    ]
+    """Mark the fatal findings ``lived_through`` says were survived; note the step with the
+    rule ids it marked (``step`` words the note around them)."""
+    out = [_survived(f, why) if f.fatal and lived_through(f) else f for f in findings]
     marked = [a.rule_id for a, b in zip(findings, out, strict=True) if a is not b]
     if marked:
-        steps.append(
-            f"readiness: the server said it was ready at line {ready_at}, after "
-            f"{', '.join(marked)}: marked survived"
-        )
-    return out
-
-
-def _survived_lived(
-    findings: Sequence[Finding], lived: Sequence[tuple[int, int]], steps: list[str]
-) -> list[Finding]:
-    """A fatal finding inside a region the program says it lived through was survived."""
-    out = [
-        _survived(f, "the program says it went on after this")
-        if f.fatal and _within(f, lived)
-        else f
-        for f in findings
-    ]
-    marked = [a.rule_id for a, b in zip(findings, out, strict=True) if a is not b]
-    if marked:
-        steps.append(
-            f"lived through: the program caught or went on after {', '.join(marked)}: "
-            "marked survived"
-        )
+        steps.append(step(", ".join(marked)))
     return out
 
 
