@@ -341,28 +341,20 @@ def _problem(
         return _dense_problem(arg, hidden, family)
     if hidden is None or inter is None or experts is None or top_k is None:
         return None, ()
-    tp = arg("tp_size") or 1
     sharded_by_ep = (arg("ep_size") or 1) > 1 or (
         _ctx(d, "server_args", "enable_expert_parallel") == "true"
     )
-    divided = not sharded_by_ep and tp > 1 and inter % tp == 0
-    n = 2 * inter // tp if divided else 2 * inter
-    tokens_key = next((k for k in _TOKEN_LIMITS if arg(k)), "")
-    tokens = arg(tokens_key) if tokens_key else None
+    n, split = _gate_up(inter, arg("tp_size") or 1, may_split=not sharded_by_ep)
+    tokens_key, tokens = _step_tokens(arg)
     rows = -(-(tokens or 0) * top_k // experts) if tokens else None
-    size = (bounded_int(rows or 1024, *_PROBLEM_DIM), bounded_int(n, *_PROBLEM_DIM),
-            bounded_int(hidden, *_PROBLEM_DIM))  # fmt: skip
-    if any(x is None for x in size):
-        return None, ()
-    split = f" / tp_size {tp}" if divided else ""
-    where = (
+    return _sized(
+        (rows, n, hidden),
         f"M = {tokens_key} {tokens} x top_k {top_k} / {experts} experts (mean rows per expert)"
         if tokens
-        else "M = 1024 (the log names no per-step token limit)",
+        else _DEFAULT_M,
         f"N = 2 x moe_intermediate_size {inter}{split} (gate and up projections)",
         f"K = hidden_size {hidden}",
     )
-    return (int(size[0] or 1), int(size[1] or 1), int(size[2] or 1)), where
 
 
 def _dense_problem(
@@ -374,23 +366,41 @@ def _dense_problem(
     inter = arg("intermediate_size")
     if inter is None or family == "cutlass-grouped-blockscaled":
         return None, ()
-    tp = arg("tp_size") or 1
-    divided = tp > 1 and inter % tp == 0
-    n = 2 * inter // tp if divided else 2 * inter
-    tokens_key = next((k for k in _TOKEN_LIMITS if arg(k)), "")
-    tokens = arg(tokens_key) if tokens_key else None
-    size = (bounded_int(tokens or 1024, *_PROBLEM_DIM), bounded_int(n, *_PROBLEM_DIM),
-            bounded_int(hidden, *_PROBLEM_DIM))  # fmt: skip
-    if any(x is None for x in size):
-        return None, ()
-    split = f" / tp_size {tp}" if divided else ""
-    where = (
-        f"M = {tokens_key} {tokens} (the tokens of one step)"
-        if tokens
-        else "M = 1024 (the log names no per-step token limit)",
+    n, split = _gate_up(inter, arg("tp_size") or 1, may_split=True)
+    tokens_key, tokens = _step_tokens(arg)
+    return _sized(
+        (tokens, n, hidden),
+        f"M = {tokens_key} {tokens} (the tokens of one step)" if tokens else _DEFAULT_M,
         f"N = 2 x intermediate_size {inter}{split} (a dense model's fused gate and up)",
         f"K = hidden_size {hidden}",
     )
+
+
+_DEFAULT_M = "M = 1024 (the log names no per-step token limit)"
+
+
+def _gate_up(inter: int, tp: int, *, may_split: bool) -> tuple[int, str]:
+    """N of a fused gate-up GEMM (2 x the intermediate size, over TP when it divides and the
+    weights are split by TP), and the note's words for the split."""
+    if may_split and tp > 1 and inter % tp == 0:
+        return 2 * inter // tp, f" / tp_size {tp}"
+    return 2 * inter, ""
+
+
+def _step_tokens(arg: Callable[[str], int | None]) -> tuple[str, int | None]:
+    """The first per-step token limit the log sets, and its value."""
+    key = next((k for k in _TOKEN_LIMITS if arg(k)), "")
+    return key, arg(key) if key else None
+
+
+def _sized(
+    mnk: tuple[int | None, int, int], *where: str
+) -> tuple[tuple[int, int, int] | None, tuple[str, ...]]:
+    """(M, N, K) within the re-run's bounds (M = 1024 when unknown), with where each came from."""
+    size = [bounded_int(mnk[0] or 1024, *_PROBLEM_DIM)]
+    size += [bounded_int(x, *_PROBLEM_DIM) for x in mnk[1:]]
+    if any(x is None for x in size):
+        return None, ()
     return (int(size[0] or 1), int(size[1] or 1), int(size[2] or 1)), where
 
 
