@@ -60,7 +60,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-CORPUS = ROOT.parent / "shared" / "corpus" / "dev"
+# A host without ../shared beside the checkout (the lent GPU machine) names a copy.
+CORPUS = Path(os.environ.get("CRASHKB_FUZZ_CORPUS", ROOT.parent / "shared" / "corpus" / "dev"))
 #: Share of inputs per family; a family's cost decides its weight, not its importance:
 #: the cheap name targets get many inputs, the server and rule loading few.
 FAMILIES: dict[str, float] = {
@@ -729,25 +730,27 @@ def campaign(
     seconds: float = 0.0,
     journal: Path | None = None,
     chunk_limit: float = 180.0,
+    first: int = 0,
 ) -> Tally:
     """Run ``inputs`` inputs in chunks of ``chunk``, ``workers`` child processes at a time,
     each chunk in a fresh process under a watchdog (:func:`run_chunk`).
 
     A fresh process per chunk keeps one input's peak RSS from hiding the next ones'.
     ``seconds`` > 0 stops starting chunks after that long (the count says how many ran);
-    ``journal`` gets one JSON line per finished chunk (its counts and failures).
+    ``journal`` gets one JSON line per finished chunk (its counts and failures);
+    ``first`` is the first index, so one campaign can be run in parts (``--merge``).
     """
     from concurrent.futures import ThreadPoolExecutor
 
     began = time.perf_counter()
-    starts = list(range(0, inputs, chunk))
+    starts = list(range(first, first + inputs, chunk))
     total = Tally()
 
     def one(start: int) -> Tally | None:
         if seconds and time.perf_counter() - began > seconds:
             return None
         return run_chunk(
-            seed, start, min(start + chunk, inputs), max_seconds, max_rss_mb, chunk_limit
+            seed, start, min(start + chunk, first + inputs), max_seconds, max_rss_mb, chunk_limit
         )
 
     with ThreadPoolExecutor(workers) as pool:
@@ -782,6 +785,28 @@ def _summary(seed: int, tally: Tally, wall: float) -> dict[str, Any]:
         "failure_count": len(tally.failures),
         "python": sys.version.split()[0],
     }
+
+
+def _merged(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """One summary from the saved summaries of a campaign's parts (same seed)."""
+    if len({p["seed"] for p in parts}) != 1:
+        raise SystemExit("--merge: the parts come from different seeds")
+    tally = Tally()
+    for p in parts:
+        slowest = {k: (v["seconds"], v["index"]) for k, v in p["slowest_s"].items()}
+        tally.merge(
+            Tally(
+                dict(p["by_family_target"]),
+                slowest,
+                list(p["failures"]),
+                p["peak_rss_mb"],
+                p["cpu_s"],
+            )
+        )
+    result = _summary(parts[0]["seed"], tally, sum(p["wall_s"] for p in parts))
+    result["failure_count"] = sum(p["failure_count"] for p in parts)
+    result["parts"] = len(parts)
+    return result
 
 
 def _markdown(result: dict[str, Any]) -> str:
@@ -821,8 +846,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--replay", type=int, help="print and run one input")
     ap.add_argument("--range", type=int, nargs=2, metavar=("START", "STOP"), help=argparse.SUPPRESS)
     ap.add_argument("--progress", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--first", type=int, default=0, help="first input index (a campaign in parts)")
+    ap.add_argument("--merge", type=Path, nargs="+", help="join saved parts into --save")
     ap.add_argument("--save", type=Path)
     args = ap.parse_args(argv)
+    if args.merge:
+        result = _merged([json.loads(p.read_text(encoding="utf-8")) for p in args.merge])
+        print(_markdown(result))
+        if args.save:
+            args.save.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+            args.save.with_suffix(".md").write_text(_markdown(result), encoding="utf-8")
+        return 1 if result["failure_count"] else 0
     if args.range is not None:  # one chunk, for run_chunk: the tally as JSON on stdout
         os.nice(5)
         tally = run_range(args.seed, *args.range, args.max_seconds, args.max_rss_mb, args.progress)
@@ -844,6 +878,7 @@ def main(argv: list[str] | None = None) -> int:
         args.max_seconds,
         args.max_rss_mb,
         seconds=args.seconds,
+        first=args.first,
         journal=args.save.with_suffix(".jsonl") if args.save else None,
     )
     result = _summary(args.seed, tally, time.perf_counter() - began)
