@@ -210,12 +210,14 @@ def lived_spans(regions: Sequence[Region], lines: Sequence[LogLine] = ()) -> lis
     caught = vocabulary("caught")
     carried_on, gave_up = _program_words(lines)
     heads = _heads(regions, lines)
+    warned = [_warning_continued(r, heads.get(r.lines[0], ())[-1:]) for r in regions]
     lived = [
-        any(caught.any(ln.text) for ln in r.body)
+        warned[i] is not None
+        or any(caught.any(ln.text) for ln in r.body)
         or any(caught.any(text) for text in heads.get(r.lines[0], ()))
         or _asgi_request_failed(r)
         or any(r.message_line <= n <= r.lines[1] + _CARRIED_ON_SPAN for n in carried_on)
-        for r in regions
+        for i, r in enumerate(regions)
     ]
     # A crash after it says the program did not live on after all (an illegal address
     # caught while tuning, then the worker's traceback: flashinfer-ai/flashinfer#2800).
@@ -226,7 +228,7 @@ def lived_spans(regions: Sequence[Region], lines: Sequence[LogLine] = ()) -> lis
     # that ran out of memory, then finds no implementation left for the node and the engine
     # build fails (NVIDIA/TensorRT#2642).  Held-out round 37.
     return [
-        r.lines
+        warned[i] or r.lines
         for i, r in enumerate(regions)
         if lived[i] and i > last_crash and gave_up < r.lines[0]
     ]
@@ -308,6 +310,36 @@ def unexplained_crash(
 
 # Levels under which a logged error did not end anything by itself.
 _MILD_LEVELS = frozenset({"WARNING", "INFO", "DEBUG", "TRACE"})
+
+
+def _warning_continued(region: Region, above: Sequence[str]) -> tuple[int, int] | None:
+    """The lines of a warning whose message is on a line of its own, when ``region`` is one.
+
+    Python's warnings module prints ``torch/cuda/__init__.py:235: UserWarning:`` and then
+    torch's message on the next line (xorbitsai/inference#3866, jianchang512/ChatTTS-ui#290):
+    the record ends in its level's colon.  Either line may open the one-line region (``above``
+    is the line right above it).  A warning ends nothing by itself; a failure it leads to
+    is a region of its own.
+    """
+    if region.kind != "error-line" or region.lines[0] != region.lines[1]:
+        return None
+    mild = vocabulary("mild-records")
+
+    def header(text: str) -> bool:
+        # The separator after the colon went with the message: put it back for the patterns.
+        return text.rstrip().endswith(":") and mild.search(text.strip() + " ") is not None
+
+    first = region.lines[0]
+    if any(header(h) for h in above):
+        return (first - 1, first)
+    line = next((ln for ln in region.body if ln.number == first), None)
+    if line is None:
+        return None
+    if header(line.text):
+        return (first, first + 1)
+    # Header and message on one line (as printed, or joined back by the reader).
+    record = mild.search(line.text.lstrip())
+    return (first, first) if record is not None and record.attribute("level_in_text") else None
 
 
 def _only_warned(region: Region) -> bool:

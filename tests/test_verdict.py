@@ -443,3 +443,27 @@ def test_the_verdict_steps_are_in_the_json() -> None:
     assert steps[0].startswith("pool: 1 fatal") and steps[-1].startswith("primary: ")
     unknown = diagnose_text("Traceback (most recent call last):\nFrobError: the quux broke")
     assert unknown.verdict_steps[-1].startswith("unknown: a crash region no rule explains")
+
+
+def test_a_warning_whose_message_starts_on_the_next_line_is_not_fatal() -> None:
+    from diagnose.api import diagnose_text
+
+    warning = (
+        "/opt/venv/lib/python3.11/site-packages/torch/cuda/__init__.py:230: UserWarning: \n"
+        "NVIDIA GeForce RTX 5080 with CUDA capability sm_120 is not compatible with the current"
+        " PyTorch installation.\n"
+        "The current PyTorch install supports CUDA capabilities sm_50 sm_60 sm_70 sm_75 sm_80"
+        " sm_86 sm_90.\n"
+        "  warnings.warn(\n"
+        "Serving on 127.0.0.1:8000\n"
+    )
+    d = diagnose_text(warning)
+    assert d.cause == "arch-unsupported" and d.fatal is False
+    # The failure the warning leads to is a region of its own, and fatal.
+    died = warning + (
+        "Traceback (most recent call last):\n"
+        '  File "/srv/app.py", line 9, in <module>\n'
+        "    x = torch.ones(4, device='cuda') * 2\n"
+        "RuntimeError: CUDA error: no kernel image is available for execution on the device\n"
+    )
+    assert diagnose_text(died).fatal is True
