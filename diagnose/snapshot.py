@@ -48,7 +48,7 @@ _CODE = (
     "concepts.py",
     "vocab.py",
     "model.py",
-    "regions.py",
+    "regions/__init__.py",
     "tomlsource.py",
     "datafiles.py",
     "globs.py",

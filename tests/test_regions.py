@@ -852,7 +852,7 @@ def test_a_posters_paragraph_opens_no_region() -> None:
     ],
 )
 def test_a_wordy_logged_message_is_no_paragraph(line: str) -> None:
-    from diagnose.regions import _reads_as_paragraph
+    from diagnose.regions.prose import _reads_as_paragraph
 
     assert not _reads_as_paragraph(line)
 
@@ -870,7 +870,7 @@ def test_ptxas_error_line_opens_a_region() -> None:
 
 
 def test_small_and_large_inputs_flag_the_same_error_lines(monkeypatch: pytest.MonkeyPatch) -> None:
-    import diagnose.regions as regions
+    import diagnose.regions.lines as regions
 
     texts = [
         "INFO ready",
@@ -878,21 +878,21 @@ def test_small_and_large_inputs_flag_the_same_error_lines(monkeypatch: pytest.Mo
         "Segmentation fault (core dumped)",
         "multi\nfault inside one text",  # the automaton sees the newline as a space
         "terminate called after throwing an instance of 'std::runtime_error'",
-        "x" * (regions._WINDOW + 10) + "Error past the window",
+        "x" * (regions.WINDOW + 10) + "Error past the window",
         "",
     ]
     monkeypatch.setattr(regions, "_AUTOMATON", {})  # not built yet, as in a fresh CLI run
-    small = regions._literal_lines(texts)
+    small = regions.literal_lines(texts)
     assert regions._AUTOMATON == {}
     monkeypatch.setattr(regions, "SMALL_TEXT", -1)
-    assert regions._literal_lines(texts) == small
+    assert regions.literal_lines(texts) == small
     assert small[:3] == [False, True, True] and small[5] is False
 
 
 @settings(max_examples=400, deadline=None)
 @given(st.text(alphabet="> ([]0129٣IWEFDCRNGTAOLK=wht():-/.+ _|#", min_size=1, max_size=30))
 def test_prefix_heads_cover_every_prefix_match(text: str) -> None:
-    import diagnose.regions as regions
+    import diagnose.regions.messages as regions
 
     text = text.strip()
     m = regions._PREFIX_RE.match(text)
@@ -911,12 +911,12 @@ def test_prefix_heads_cover_every_prefix_match(text: str) -> None:
     ],
 )  # fmt: skip
 def test_each_prefix_kind_starts_with_a_head(prefix: str) -> None:
-    import diagnose.regions as regions
+    import diagnose.regions.messages as regions
 
     m = regions._PREFIX_RE.match(prefix + "RuntimeError: boom")
     assert m is not None and m.end() > 0, prefix
     assert regions._may_have_prefix(prefix)
-    assert regions._strip_prefixes(prefix + "RuntimeError: boom") == "RuntimeError: boom"
+    assert regions.strip_prefixes(prefix + "RuntimeError: boom") == "RuntimeError: boom"
 
 
 EXCEPTION_GROUP = """\
