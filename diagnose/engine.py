@@ -245,8 +245,10 @@ def _gpu_facts(parsed: Parsed, kb: KnowledgeBase) -> dict[str, str]:
     }
 
 
-def _signature(region: Region | None) -> str:
-    """A crash's normalised signature: its message plus its first frame functions."""
+def _similarity_text(region: Region | None) -> str:
+    """The text compared with known cases: the crash's message and its first frame functions,
+    unmasked (``KnowledgeBase.nearest_references`` masks it for similarity, keeping arch numbers
+    that a crash identity, :func:`diagnose.signature.mask`, drops)."""
     if region is None:
         return ""
     frames = " ".join(f.function or "" for f in region.frames[:4] if f.function)
@@ -262,7 +264,9 @@ def _similar(
         region = regions[primary.region_index] if primary.region_index < len(regions) else None
     elif regions:
         region = regions[0]
-    text = _signature(region) or (primary.evidence[0].text if primary and primary.evidence else "")
+    text = _similarity_text(region) or (
+        primary.evidence[0].text if primary and primary.evidence else ""
+    )
     if not text:
         return ()
     return tuple(

@@ -1,9 +1,13 @@
 """The normalised signature of a crash: what stays the same across copies of one failure.
 
-Masks what differs between nodes, ranks and retries (numbers, addresses, hashes,
-the directory part of paths) in the crash message and its top frame functions.
-:mod:`diagnose.fleet` groups results by it; :mod:`diagnose.stream` uses it to
-report a repeating failure once.
+The one definition of a crash's identity.  :func:`mask` removes what differs between
+nodes, ranks and retries (numbers, addresses, hashes, the directory part of paths);
+:func:`signature` applies it to the crash message and its top frame functions.
+:mod:`diagnose.regions` merges copies printed by several ranks with :func:`mask` (over
+deeper frames); :mod:`diagnose.fleet` groups results by :func:`signature`;
+:mod:`diagnose.stream` uses it to report a repeating failure once.  Similarity to known
+cases is another question with its own normalisation (``diagnose.kb.mask_signature``
+keeps arch numbers such as ``sm_120``, which tell cases apart).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from diagnose.report import Diagnosis
 
-__all__ = ["as_dict", "primary_region", "signature"]
+__all__ = ["as_dict", "mask", "primary_region", "signature"]
 
 _MAX_SIGNATURE = 400
 _SIGNATURE_FRAMES = 4
@@ -28,7 +32,9 @@ _NUMBER = re.compile(r"\d+")
 _SPACE = re.compile(r"\s+")
 
 
-def _mask(text: str) -> str:
+def mask(text: str) -> str:
+    """``text`` (its first 4,096 characters) with addresses, hashes and numbers as ``#``, paths
+    without their directories, and runs of white space as one space."""
     text = _HEX.sub("#", text[:4096])
     text = _PATH_DIRS.sub("", text)
     text = _NUMBER.sub("#", text)
@@ -69,7 +75,7 @@ def signature(item: Diagnosis | Mapping[str, Any]) -> str:
         for f in region.get("frames", [])[: _SIGNATURE_FRAMES * 4]
         if isinstance(f, Mapping) and f.get("function")
     ][:_SIGNATURE_FRAMES]
-    text = _mask(str(region.get("message", "")))
+    text = mask(str(region.get("message", "")))
     if functions:
-        text += " | " + " < ".join(_mask(f) for f in functions)
+        text += " | " + " < ".join(mask(f) for f in functions)
     return text[:_MAX_SIGNATURE]

@@ -595,6 +595,22 @@ def test_sequential_copies_without_prefix_merge() -> None:
     assert regions[0].ranks == ()
 
 
+def test_copies_from_nodes_with_their_own_install_paths_merge() -> None:
+    # Each node of a job installs into its own venv: the frames' directories differ, the
+    # failure does not (one crash identity, diagnose.signature.mask).
+    copies = []
+    for node in ("node-a", "node-b"):
+        copies += [
+            "Traceback (most recent call last):",
+            f'  File "/scratch/{node}/venv/lib/python3.11/site-packages/srv/run.py", line 9, in go',
+            "    step()",
+            f"RuntimeError: could not open /scratch/{node}/venv/lib/libkern.so: bad ELF header",
+            "",
+        ]
+    regions = find_regions(_lines("\n".join(copies)))
+    assert len(regions) == 1 and regions[0].count == 2
+
+
 def test_rank_named_in_the_message_when_no_prefix() -> None:
     text = "\n".join(
         f"[E ProcessGroupNCCL.cpp:475] [Rank {r}] Watchdog caught collective operation timeout: "

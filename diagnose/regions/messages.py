@@ -1,4 +1,4 @@
-"""A region's message without logger prefixes, and the masked signature that merges copies."""
+"""A region's message without logger prefixes, and the signature that merges its copies."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ from collections.abc import Sequence
 
 from diagnose.lazyre import lazy
 from diagnose.model import Frame, LogLine
-from diagnose.regions.lines import FRAME, HEX, MAX_MESSAGE, PYFRAME, SIGNATURE_FRAMES, WINDOW
+from diagnose.regions.lines import FRAME, MAX_MESSAGE, PYFRAME, SIGNATURE_FRAMES
 from diagnose.regions.prose import PROSE_FIRST_PERSON_RE
+from diagnose.signature import mask
 
 # Log-record prefixes that say nothing about the failure: timestamps, level words, glog and
 # c10 headers, vLLM's "ERROR 01-02 12:00:00 file.py:12]", TRT-LLM tags, quote markers.
@@ -56,7 +57,6 @@ _PROSE_LEAD = lazy(
     r"(?=(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Exception)|OutOfResources)\b:)"
 )
 RANK_TEXT_RE = lazy(r"\[(?:PG [^\]]*?)?Rank (\d+)\]")
-_MASK_RE = lazy(rf"{HEX}|\b[0-9a-fA-F]{{8,}}\b|\d+")
 
 
 def strip_prefixes(text: str) -> str:
@@ -82,15 +82,11 @@ def strip_prefixes(text: str) -> str:
     return out[:MAX_MESSAGE]
 
 
-def mask(text: str) -> str:
-    """Mask numbers, addresses and hashes so copies from other ranks/pids compare equal."""
-    return _MASK_RE.sub("#", text[:WINDOW])
-
-
 def signature(
     message: str, frames: Sequence[Frame], body: Sequence[LogLine], classes: Sequence[int]
 ) -> tuple[str, ...]:
-    """What makes two copies the same failure: masked message plus frame functions."""
+    """What makes two copies the same failure: the masked message plus frame functions, masked
+    the way every crash identity is (:func:`diagnose.signature.mask`)."""
     parts = [mask(message)]
     if frames:
         parts.extend(mask(f.function or f.symbol or "") for f in frames[:SIGNATURE_FRAMES])

@@ -61,8 +61,9 @@ from diagnose.regions.lines import (
     WINDOW,
     vocab,
 )
-from diagnose.regions.messages import mask, strip_prefixes
+from diagnose.regions.messages import strip_prefixes
 from diagnose.regions.prose import RECORD_RE, STRUCTURED_KINDS
+from diagnose.signature import mask
 
 if TYPE_CHECKING:
     _FrameParser = Callable[[LogLine], Frame | None]
