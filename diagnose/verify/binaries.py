@@ -113,10 +113,27 @@ def read_binary(path: str | os.PathLike[str]) -> BinaryReport:
     )
 
 
+def find_cuobjdump() -> str | None:
+    """``cuobjdump`` on ``PATH`` (a CUDA toolkit), else the one NVIDIA ships as a Python wheel
+    (``pip install nvidia-cuda-cuobjdump``: ``nvidia/cu<N>/bin/cuobjdump`` in site-packages,
+    no toolkit needed), else ``None``."""
+    found = shutil.which("cuobjdump")
+    if found is not None:
+        return found
+    import importlib.util
+
+    spec = importlib.util.find_spec("nvidia")
+    for root in (spec.submodule_search_locations or []) if spec is not None else []:
+        for tool in sorted(Path(root).glob("cu*/bin/cuobjdump"), reverse=True):  # newest CUDA
+            if os.access(tool, os.X_OK):
+                return str(tool)
+    return None
+
+
 def cross_check(report: BinaryReport, cuobjdump: str | None = None) -> BinaryReport:
     """``report`` with a note on whether ``cuobjdump --list-elf --list-ptx`` lists the same
-    SASS and PTX; unchanged when cuobjdump is not on ``PATH``."""
-    tool = cuobjdump or shutil.which("cuobjdump")
+    SASS and PTX; unchanged when no cuobjdump is found (:func:`find_cuobjdump`)."""
+    tool = cuobjdump or find_cuobjdump()
     if tool is None or not (report.sass or report.ptx or report.sha256):
         return report
     try:
