@@ -125,6 +125,9 @@ class ArchFacts:
     last_cuda: str = ""
     note: str = ""
     sources: tuple[tuple[str, str], ...] = ()
+    #: The SM number of ``arch`` (121 for ``sm_121``), derived at load: rules compare a build
+    #: target read from the log with it (``numeric = "built_sm != arch.sm"``).
+    sm: int = 0
 
     def source(self, fact: str) -> str | None:
         """Return the source URL recorded for ``fact`` (``"smem"``, ``"registers"``, ...)."""
@@ -619,6 +622,7 @@ def _parse_arch(src: TomlSource, raw: dict[str, Any], prefix: str) -> ArchFacts:
         last_cuda=raw.get("last_cuda", ""),
         note=raw.get("note", ""),
         sources=tuple(sorted(sources.items())),
+        sm=int(raw["arch"].removeprefix("sm_")),
     )
 
 
