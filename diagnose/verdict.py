@@ -213,6 +213,7 @@ def lived_spans(regions: Sequence[Region], lines: Sequence[LogLine] = ()) -> lis
     warned = [_warning_continued(r, heads.get(r.lines[0], ())[-1:]) for r in regions]
     lived = [
         warned[i] is not None
+        or _logged_as_warning(r)
         or any(caught.any(ln.text) for ln in r.body)
         or any(caught.any(text) for text in heads.get(r.lines[0], ()))
         or _asgi_request_failed(r)
@@ -340,6 +341,16 @@ def _warning_continued(region: Region, above: Sequence[str]) -> tuple[int, int] 
     # Header and message on one line (as printed, or joined back by the reader).
     record = mild.search(line.text.lstrip())
     return (first, first) if record is not None and record.attribute("level_in_text") else None
+
+
+def _logged_as_warning(region: Region) -> bool:
+    """True when the region is one line its logger gave a level below ERROR: vLLM's
+    "WARNING ... Failed to import from vllm._C with ImportError(...)" goes on without the
+    extension (vllm-project/vllm#5501).  What it leads to later is a region of its own."""
+    if region.kind != "error-line" or region.lines[0] != region.lines[1]:
+        return False
+    line = next((ln for ln in region.body if ln.number == region.message_line), None)
+    return line is not None and line.level in _MILD_LEVELS
 
 
 def _only_warned(region: Region) -> bool:

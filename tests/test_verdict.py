@@ -467,3 +467,19 @@ def test_a_warning_whose_message_starts_on_the_next_line_is_not_fatal() -> None:
         "RuntimeError: CUDA error: no kernel image is available for execution on the device\n"
     )
     assert diagnose_text(died).fatal is True
+
+
+def test_a_known_failure_its_logger_called_a_warning_is_not_fatal() -> None:
+    from diagnose.api import diagnose_text
+
+    log = (
+        "INFO 03-01 10:00:00 [api_server.py:1] vLLM API server version 0.9.0\n"
+        "WARNING 03-01 10:00:01 [_custom_ops.py:21] Failed to import from vllm._C with "
+        "ImportError('/opt/venv/lib/python3.11/site-packages/vllm/_C.abi3.so: undefined symbol: "
+        "_ZN3c104cuda9SetDeviceEi')\n"
+        "INFO 03-01 10:00:02 [model_runner.py:9] Loading model weights took 14.2 GiB\n"
+    )
+    d = diagnose_text(log)
+    assert d.cause == "abi-mismatch" and d.fatal is False
+    # The same record at ERROR level, with nothing after it, ended the process.
+    assert diagnose_text(log.replace("WARNING 03-01", "ERROR 03-01")).fatal is True
