@@ -121,20 +121,26 @@ def probe_source(spec: GemmSpec, epilogue_c: bool) -> str | None:
             "cutlass::gemm::collective::KernelScheduleAuto",
             "cutlass::epilogue::TmaWarpSpecialized",
         )
+        cluster = "Shape<_1,_1,_1>"
         if cc < 120:
-            # SM100/SM103 (tcgen05, accumulators in tensor memory): the builder picks the
-            # dense 1-SM kernel and epilogue; a grouped GEMM must name the pointer-array
-            # 1-SM schedules (CUTLASS example 75), which Auto does not choose.
+            # SM100/SM103 (tcgen05, accumulators in tensor memory).  One SM: the builder picks
+            # the dense kernel and epilogue; a grouped GEMM must name the pointer-array 1-SM
+            # schedules (CUTLASS example 75), which Auto does not choose.  A cluster of two
+            # along M runs the 2-SM MMA (the tile is then the pair's, M = 2 x one CTA's), whose
+            # schedules are always named (CUTLASS examples 72b, 75).
             nvf4 = wrap == "cutlass::nv_float4_t" and a_t == b_t
-            mainloop, epilogue = (
-                (
-                    "cutlass::gemm::KernelPtrArrayTmaWarpSpecialized1Sm"
-                    + ("Nvf4Sm100" if nvf4 else "BlockScaledSm100"),
-                    "cutlass::epilogue::PtrArrayTmaWarpSpecialized1Sm",
-                )
-                if grouped
-                else (mainloop, "cutlass::epilogue::collective::EpilogueScheduleAuto")
-            )
+            kind = "Nvf4Sm100" if nvf4 else "BlockScaledSm100"
+            two_sm = spec.cluster is not None and spec.cluster[0] == 2
+            if two_sm:
+                cluster = "Shape<_2,_1,_1>"
+                array = "PtrArray" if grouped else ""
+                mainloop = f"cutlass::gemm::Kernel{array}TmaWarpSpecialized2Sm{kind}"
+                epilogue = f"cutlass::epilogue::{array}TmaWarpSpecialized2Sm"
+            elif grouped:
+                mainloop = f"cutlass::gemm::KernelPtrArrayTmaWarpSpecialized1Sm{kind}"
+                epilogue = "cutlass::epilogue::PtrArrayTmaWarpSpecialized1Sm"
+            else:
+                epilogue = "cutlass::epilogue::collective::EpilogueScheduleAuto"
         return _render(
             tag,
             a_t,
@@ -148,6 +154,7 @@ def probe_source(spec: GemmSpec, epilogue_c: bool) -> str | None:
             align_b=32 if spec.dtype_b == "fp4_e2m1" else 16,
             mainloop=mainloop,
             epilogue=epilogue,
+            cluster=cluster,
         )
     if spec.family == "cutlass-sm90-tma-ws" and tag == "Sm90":
         coop = tile[0] >= 128
@@ -187,6 +194,7 @@ def _render(
     align_b: int,
     mainloop: str,
     epilogue: str,
+    cluster: str = "Shape<_1,_1,_1>",
 ) -> str:
     ptr = "*" if grouped else ""
     problem = (
@@ -206,7 +214,7 @@ def _render(
 #include "cutlass/gemm/kernel/gemm_universal.hpp"
 using namespace cute;
 using CtaTile = {shape};
-using Cluster = Shape<_1,_1,_1>;
+using Cluster = {cluster};
 using Epi = typename cutlass::epilogue::collective::CollectiveBuilder<
   cutlass::arch::{tag}, cutlass::arch::{epi_op}, CtaTile, Cluster,
   cutlass::epilogue::collective::EpilogueTileAuto, float, float,

@@ -115,8 +115,9 @@ def sm100_blockscaled(
     *,
     grouped: bool,
     vector: int = 16,
+    two_sm: bool = False,
 ) -> Estimate:
-    """SM100/SM103 block-scaled (NVFP4/MXFP4) tcgen05 GEMM, 1-SM, cluster 1x1x1.
+    """SM100/SM103 block-scaled (NVFP4/MXFP4) tcgen05 GEMM, 1-SM (cluster 1x1x1) or 2-SM.
 
     The builder (sm100_blockscaled_umma_builder.inl) counts per stage A + B + the scale
     factors (rows padded to 128, one byte each) + a 16-byte pipeline, against the SM100
@@ -128,9 +129,13 @@ def sm100_blockscaled(
     of bench/results/sm100_blockscaled.md).
     """
     m, n, k = tile
+    if two_sm:
+        # The 2-SM MMA: ``tile`` is the pair's; each CTA stages its half of A's rows and half
+        # of B's columns (the MMA reads B from both), with their scale factors.
+        m, n = m // 2, n // 2
     a, b = m * k * bits_a // 8, n * k * bits_b // 8
     sfa, sfb = max(m, 128) * k // vector, max(n, 128) * k // vector
-    accumulator_stages = 1 if n == 256 else 2
+    accumulator_stages = 1 if tile[1] == 256 else 2
     if grouped:
         carve = 16 * accumulator_stages + 128 + 16 + 8 + 128 + 8 * 16 + 8 * 4 + 4 * 128
     else:

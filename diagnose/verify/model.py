@@ -71,6 +71,7 @@ def estimate(
                 sm100_epilogue(epilogue_c, tile[1]),
                 grouped=spec.family == "cutlass-grouped-blockscaled",
                 vector=32 if "ue8m0" in spec.dtypes else 16,
+                two_sm=spec.cluster is not None and spec.cluster[0] == 2,
             )
         if cc is None or cc < 120:
             return None
