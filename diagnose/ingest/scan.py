@@ -99,6 +99,9 @@ TRIGGERS: tuple[bytes, ...] = (
     b"error status",
     b"panicked",
     b"received signal",
+    # A debugger's backtrace pasted without the signal line: gdb's "bt" and its frame zero.
+    b"(gdb) bt",
+    b"#0  0x",
     b"==ERROR",
     b"========= ",
     b"Skipping tactic",
