@@ -94,7 +94,7 @@ def test_the_library_on_a_file_and_on_its_gzip_agrees_with_text(
 def test_the_stream_reports_the_same_first_fatal_verdict(
     written: list[tuple[str, str, Path]], library: dict[str, Key]
 ) -> None:
-    differ = []
+    differ: list[tuple[str, Key, Key | None]] = []
     for name, text, _ in written:
         reports = list(iter_diagnoses(io.StringIO(text)))
         first = next((d for d in reports if d.fatal), reports[0] if reports else None)
@@ -192,7 +192,7 @@ def test_serve_agrees(
     written: list[tuple[str, str, Path]], library: dict[str, Key], server: int
 ) -> None:
     conn = http.client.HTTPConnection("127.0.0.1", server, timeout=60)
-    differ = []
+    differ: list[tuple[str, Key, Key | str]] = []
     for name, text, _ in written:
         body = text.encode("utf-8")
         conn.request("POST", "/diagnose", body, {"Content-Type": "text/plain; charset=utf-8"})
