@@ -353,10 +353,14 @@ def _logged_as_warning(region: Region) -> bool:
     return line is not None and line.level in _MILD_LEVELS
 
 
+#: Region kinds a single logged record opens (a mild one ends nothing by itself).
+_ONE_LINE_KINDS = frozenset({"error-line", "nccl-error", "nvshmem-error"})
+
+
 def _only_warned(region: Region) -> bool:
     """True when the region is one logged line that by itself ends nothing: its logger
     called it a warning, or it is another component's mild record."""
-    if region.kind not in ("error-line", "nccl-error") or region.lines[0] != region.lines[1]:
+    if region.kind not in _ONE_LINE_KINDS or region.lines[0] != region.lines[1]:
         return False
     line = next((ln for ln in region.body if ln.number == region.message_line), None)
     if line is None:
