@@ -27,7 +27,10 @@ _SIGNATURE_FRAMES = 4
 # Masked before comparison: hex addresses, long hashes, numbers (ranks, pids, sizes, line
 # numbers), directory parts of paths (each node installs into its own venv), quoted ids.
 _HEX = re.compile(r"0[xX][0-9a-fA-F]+|\b[0-9a-fA-F]{8,}\b")
-_PATH_DIRS = re.compile(r"(?:[\w.+-]*/)+(?=[\w.+-]+)")
+# Linear on any text: a match starts only where a run of path characters starts (the
+# lookbehind), and a run is taken whole (possessive), so a long run with no "/" in it (a
+# mangled name) costs its length once, not its length squared.
+_PATH_DIRS = re.compile(r"(?<![\w.+-])(?:[\w.+-]*+/)+(?=[\w.+-])")
 _NUMBER = re.compile(r"\d+")
 _SPACE = re.compile(r"\s+")
 
