@@ -52,6 +52,19 @@ def test_fixed_seed_slice_has_no_failure(
     )
 
 
+#: Inputs on which a campaign once failed, as (seed, index): replayed under the same bounds.
+#: (1, 23938) a 1 MiB paste of 16k identical NCCL warnings with CR line ends (2.4 CPU s);
+#: (3, 23046) a 1 MB frame whose mangled name sent the crash-identity mask quadratic (2.8 s);
+#: (3, 32291) a bzip2 bomb whose lines the harness counted from the 8 MiB text only.
+KNOWN_FAILURES = [(1, 23938), (3, 23046), (3, 32291)]
+
+
+@pytest.mark.parametrize(("seed", "index"), KNOWN_FAILURES)
+def test_inputs_a_campaign_failed_on_pass_now(fuzz: ModuleType, seed: int, index: int) -> None:
+    tally = fuzz.run_range(seed, index, index + 1, 2.0, 300.0)
+    assert not tally.failures, tally.failures
+
+
 def test_harness_catches_an_exception(fuzz: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
     """The slice can fail: a target that raises is reported with its index."""
 
