@@ -90,6 +90,45 @@ def test_sm100_blockscaled_matches_the_compile_level(
     assert (est.stages, est.smem) == (stages, smem + (1024 if grouped else 0))
 
 
+# SM100 2-SM NVFP4 rows (2x1x1 cluster; the tile is the pair's) from the compile level (nvcc
+# 13.0, CUTLASS 4.2.0; bench/sm100_blockscaled_grid.py --two-sm, sm100_blockscaled_2sm.md):
+# (tile, epilogue reads C, grouped, stages, kernel bytes).
+SM100_2SM_ROWS = [
+    ((256, 64, 128), False, False, 17, 226304),
+    ((256, 64, 128), True, False, 16, 222208),
+    ((256, 64, 256), False, False, 8, 214016),
+    ((256, 64, 256), True, False, 8, 222208),
+    ((256, 128, 128), False, False, 14, 218112),
+    ((256, 128, 128), True, False, 13, 220160),
+    ((256, 128, 256), False, False, 7, 218112),
+    ((256, 128, 256), True, False, 6, 205824),
+    ((256, 256, 128), False, False, 11, 231424),
+    ((256, 256, 128), True, False, 8, 223232),
+    ((256, 256, 256), False, False, 5, 211968),
+    ((256, 256, 256), True, False, 4, 223232),
+    ((256, 64, 128), False, True, 17, 227328),
+    ((256, 64, 128), True, True, 16, 223232),
+    ((256, 64, 256), False, True, 8, 215040),
+    ((256, 64, 256), True, True, 8, 223232),
+    ((256, 128, 128), False, True, 14, 219136),
+    ((256, 128, 128), True, True, 13, 221184),
+    ((256, 128, 256), False, True, 7, 219136),
+    ((256, 128, 256), True, True, 6, 206848),
+    ((256, 256, 128), False, True, 10, 212992),
+    ((256, 256, 128), True, True, 8, 224256),
+    ((256, 256, 256), False, True, 5, 212992),
+    ((256, 256, 256), True, True, 4, 224256),
+]
+
+
+@pytest.mark.parametrize(("tile", "c", "grouped", "stages", "smem"), SM100_2SM_ROWS)
+def test_sm100_two_sm_matches_the_compile_level(
+    tile: tuple[int, int, int], c: bool, grouped: bool, stages: int, smem: int
+) -> None:
+    est = sm100_blockscaled(tile, 4, 4, sm100_epilogue(c, tile[1]), grouped=grouped, two_sm=True)
+    assert (est.stages, est.smem) == (stages, smem)
+
+
 @pytest.mark.parametrize("arch", ["sm_100", "sm_103"])
 def test_sm100_error_internal_is_not_shared_memory(arch: str) -> None:
     """On B200/B300 the builder sizes every tile to the arch's own 227 KiB: an "Error

@@ -129,12 +129,15 @@ def sm100_blockscaled(
     of bench/results/sm100_blockscaled.md).
     """
     m, n, k = tile
+    # B's scale factors cover the whole tile width on either MMA (rows padded to 128).
+    sfb = max(n, 128) * k // vector
     if two_sm:
         # The 2-SM MMA: ``tile`` is the pair's; each CTA stages its half of A's rows and half
-        # of B's columns (the MMA reads B from both), with their scale factors.
+        # of B's columns (the MMA reads B from both), and A's scale factors for its rows
+        # (matched to the byte for all 24 rows of bench/results/sm100_blockscaled_2sm.md).
         m, n = m // 2, n // 2
     a, b = m * k * bits_a // 8, n * k * bits_b // 8
-    sfa, sfb = max(m, 128) * k // vector, max(n, 128) * k // vector
+    sfa = max(m, 128) * k // vector
     accumulator_stages = 1 if tile[1] == 256 else 2
     if grouped:
         carve = 16 * accumulator_stages + 128 + 16 + 8 + 128 + 8 * 16 + 8 * 4 + 4 * 128
