@@ -1190,5 +1190,10 @@ def test_repeats_of_one_failure_across_windows_are_one_region_with_a_count() -> 
     got = merge_repeats([warn(10, 1, "TP1"), warn(200, 77, "TP0"), crash, warn(900, 5, "TP1")])
     assert [r.kind for r in got] == ["error-line", "python-traceback"]
     first = got[0]
-    assert (first.count, first.lines, first.last_line, first.ranks) == (3, (10, 10), 900, ("TP0", "TP1"))
+    assert (first.count, first.lines, first.last_line, first.ranks) == (
+        3,
+        (10, 10),
+        900,
+        ("TP0", "TP1"),
+    )
     assert first.to_dict()["last_line"] == 900 and got[1].to_dict()["last_line"] == 520

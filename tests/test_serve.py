@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -22,6 +21,8 @@ import pytest
 
 pytest.importorskip("starlette", reason="needs the serve extra (starlette)")
 pytest.importorskip("uvicorn", reason="needs the serve extra (uvicorn)")
+
+import serve_process
 
 from diagnose.api import diagnose_text
 from diagnose.serve import CHAT_LIMITS
@@ -39,47 +40,15 @@ by PyTorch, and 0.90 GiB is reserved by PyTorch but unallocated.
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _start(*extra: str) -> subprocess.Popen[bytes]:
-    """Start ``diagnose serve`` with ``extra`` options on a free port; wait for /healthz."""
-    port = _free_port()
-    args = [sys.executable, "-m", "diagnose", "serve", "--host", "127.0.0.1", "--port", str(port)]
-    args += ["--max-bytes", str(MAX_BYTES), "--read-timeout", str(READ_TIMEOUT), *extra]
-    proc = subprocess.Popen(args, stderr=subprocess.PIPE, env={**os.environ, "NO_COLOR": "1"})
-    proc.port = port  # type: ignore[attr-defined]
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            err = proc.stderr.read().decode() if proc.stderr else ""
-            pytest.fail(f"server exited with {proc.returncode}: {err}")
-        try:
-            if _call("127.0.0.1", port, "GET", "/healthz")[0] == 200:
-                break
-        except OSError:
-            time.sleep(0.2)
-    else:
-        proc.kill()
-        pytest.fail("server did not answer /healthz within 60 s")
-    return proc
+    """Start ``diagnose serve`` with the module's small limits and ``extra`` options."""
+    return serve_process.start(
+        "--max-bytes", str(MAX_BYTES), "--read-timeout", str(READ_TIMEOUT), *extra
+    )
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> str:
-    """Stop the server; return what it wrote on stderr."""
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=10)
-    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-    if proc.stderr:
-        proc.stderr.close()
-    return err
+_stop = serve_process.stop
+_free_port = serve_process.free_port
 
 
 @pytest.fixture(scope="module")

@@ -13,15 +13,14 @@ import http.client
 import io
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import serve_process
 
 from diagnose import diagnose_file, diagnose_text
 from diagnose.report import Diagnosis
@@ -155,37 +154,13 @@ def test_the_cli_on_stdin_agrees(
     assert differ == []
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def server() -> Iterator[int]:
     pytest.importorskip("starlette", reason="needs the serve extra (starlette)")
     pytest.importorskip("uvicorn", reason="needs the serve extra (uvicorn)")
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "diagnose", "serve", "--host", "127.0.0.1", "--port", str(port)],
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, "NO_COLOR": "1"},
-    )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-            conn.request("GET", "/healthz")
-            if conn.getresponse().status == 200:
-                break
-        except OSError:
-            time.sleep(0.2)
-    else:
-        proc.kill()
-        pytest.fail("server did not answer /healthz within 60 s")
-    yield port
-    proc.terminate()
-    proc.wait(timeout=20)
+    proc = serve_process.start()
+    yield proc.port  # type: ignore[attr-defined]
+    serve_process.stop(proc)
 
 
 def test_serve_agrees(

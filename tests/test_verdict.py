@@ -195,8 +195,11 @@ def test_a_lone_nccl_warn_record_is_a_warning() -> None:
     ("line", "fatal"),
     [
         # The GPU driver's own check, printed on healthy unified-memory start-ups too.
-        ("kernel: NVRM: nvCheckOkFailedNoLog: Check failed: Out of memory [NV_ERR_NO_MEMORY]"
-         " (0x00000051) returned from _memdescAllocInternal(pMemDesc) @ mem_desc.c:1359", False),
+        (
+            "kernel: NVRM: nvCheckOkFailedNoLog: Check failed: Out of memory [NV_ERR_NO_MEMORY]"
+            " (0x00000051) returned from _memdescAllocInternal(pMemDesc) @ mem_desc.c:1359",
+            False,
+        ),
         # An Xid is a fault of its own, never a mild record.
         ("kernel: NVRM: Xid (PCI:0000:41:00): 79, pid=1234, GPU has fallen off the bus.", True),
     ],

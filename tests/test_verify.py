@@ -447,8 +447,20 @@ def test_compile_level_measures_the_real_kernel(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
-def test_compile_level_builds_an_sm100_blockscaled_kernel(tmp_path: Path) -> None:
-    """The SM100 probe (tcgen05 1-SM kernel) compiles and agrees with the model level."""
+@pytest.mark.parametrize(
+    ("tile", "cluster", "smem"),
+    [
+        # The 1-SM tcgen05 kernel.
+        ((128, 128, 256), None, 201728),
+        # A 2x1x1 cluster builds the 2-SM MMA kernel: the tile is the pair's, each CTA stages
+        # half of A's rows and half of B's columns.
+        ((256, 128, 256), (2, 1, 1), 218112),
+    ],
+)
+def test_compile_level_builds_an_sm100_blockscaled_kernel(
+    tmp_path: Path, tile: tuple[int, int, int], cluster: tuple[int, int, int] | None, smem: int
+) -> None:
+    """The SM100 probe compiles and agrees with the model level to the byte."""
     from diagnose.verify.compile import find_headers, verify_compile
 
     if find_headers() is None:
@@ -460,45 +472,16 @@ def test_compile_level_builds_an_sm100_blockscaled_kernel(tmp_path: Path) -> Non
         dtype_a="fp4_e2m1",
         dtype_b="fp4_e2m1",
         dtype_d="bf16",
-        tile=(128, 128, 256),
+        tile=tile,
+        cluster=cluster,
         epilogue_c=False,
     )
     model = verify_model(spec, load_kb(), "compile")
     v = verify_compile(spec, model, cache=tmp_path)
     m = dict(v.measurements)
     assert v.level == "compile", v.notes
-    assert (
-        m["compiled[C=void].kernel_smem"] == 201728 == dict(model.measurements)["formula[C=void]"]
-    )
+    assert m["compiled[C=void].kernel_smem"] == smem == dict(model.measurements)["formula[C=void]"]
     assert v.status == "refuted"
-
-
-@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
-def test_compile_level_builds_an_sm100_two_sm_kernel(tmp_path: Path) -> None:
-    """A 2x1x1 cluster builds the 2-SM MMA kernel: the tile is the pair's, each CTA stages
-    half of A's rows and half of B's columns; model and compile level agree to the byte."""
-    from diagnose.verify.compile import find_headers, verify_compile
-
-    if find_headers() is None:
-        pytest.skip("no CUTLASS headers (pip install nvidia-cutlass)")
-    spec = GemmSpec(
-        "smem-overflow",
-        "sm_100",
-        family="cutlass-dense-blockscaled",
-        dtype_a="fp4_e2m1",
-        dtype_b="fp4_e2m1",
-        dtype_d="bf16",
-        tile=(256, 128, 256),
-        cluster=(2, 1, 1),
-        epilogue_c=False,
-    )
-    model = verify_model(spec, load_kb(), "compile")
-    v = verify_compile(spec, model, cache=tmp_path)
-    m = dict(v.measurements)
-    assert v.level == "compile", v.notes
-    assert (
-        m["compiled[C=void].kernel_smem"] == 218112 == dict(model.measurements)["formula[C=void]"]
-    )
 
 
 @pytest.mark.gpu
