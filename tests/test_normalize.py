@@ -174,6 +174,11 @@ def test_smart_quotes_in_python_frame() -> None:
         ("serve-1  | ERROR 11-18 18:07:28 engine.py:36] boom", "boom", "serve-1"),
         ("Mar 03 10:00:00 gpu-node-7 python3[4321]: NCCL WARN x", "NCCL WARN x", None),
         ("E0102 10:00:00.123456 12345 server.cc:12] Check failed", "Check failed", None),
+        (
+            "E1105 18:09:29.303000 9336 Lib\\site-packages\\torch\\_inductor\\heur.py:715] boom",
+            "boom",
+            None,
+        ),
         ("[10/01/2031-08:26:34] [TRT] [W] Skipping tactic 3", "[TRT] [W] Skipping tactic 3", None),
         ("[pod/infer-abc12/server] fatal", "fatal", "infer-abc12"),
         (

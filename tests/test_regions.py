@@ -1197,3 +1197,17 @@ def test_repeats_of_one_failure_across_windows_are_one_region_with_a_count() -> 
         ("TP0", "TP1"),
     )
     assert first.to_dict()["last_line"] == 900 and got[1].to_dict()["last_line"] == 520
+
+
+def test_a_compiler_report_with_its_source_line_and_caret_is_one_region() -> None:
+    from diagnose.ingest.normalize import normalize
+
+    text = (
+        "triton.compiler.errors.CompilationError: at 1:0:\n"
+        "def triton_poi_fused_to_copy_0(in_ptr0, out_ptr0, xnumel, XBLOCK : tl.constexpr):\n"
+        "^\n"
+        "ValueError(\"type fp8e4nv not supported in this architecture. The supported fp8 dtypes"
+        " are ('fp8e4b15', 'fp8e5')\")\n"
+    )
+    regions = find_regions(normalize(text))
+    assert len(regions) == 1 and regions[0].lines == (1, 4)

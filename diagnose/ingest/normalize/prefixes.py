@@ -82,7 +82,9 @@ _ALPHA_PREFIX = lazy(
     r"(?:\[[\w./-]{1,200}:\d{1,6}\]|[\w./-]{1,200}:\d{1,6}\]) ?"
     # glog: E0102 10:00:00.123456 12345 file.cc:12]; torch's logging with an ISO time:
     # E2025-08-13T11:34:14+08:00.677000 1201 select_algorithm.py:2100]
-    r"|(?P<glog>[IWEF])\d{4} \d\d:\d\d:\d\d\.\d{1,9} +\d{1,10} [\w./-]{1,200}:\d{1,6}\] ?"
+    # (a Windows path too: "E1105 18:09:29.303000 9336 Lib\site-packages\torch\...py:715]")
+    r"|(?P<glog>[IWEF])\d{4} \d\d:\d\d:\d\d\.\d{1,9} +\d{1,10} "
+    r"(?:[A-Za-z]:)?[\w./\\-]{1,200}:\d{1,6}\] ?"
     r"|(?P<glogiso>[IWEF])\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[+-]\d\d:\d\d|Z)?\.\d{1,9} +\d{1,10}"
     r" [\w./-]{1,200}:\d{1,6}\] ?"
     # journald: Mar 03 10:00:00 host python[123]:
