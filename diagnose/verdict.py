@@ -228,11 +228,36 @@ def lived_spans(regions: Sequence[Region], lines: Sequence[LogLine] = ()) -> lis
     # So does a build that gave up after skipping what failed: TensorRT skips each tactic
     # that ran out of memory, then finds no implementation left for the node and the engine
     # build fails (NVIDIA/TensorRT#2642).  Held-out round 37.
-    return [
+    spans = [
         warned[i] or r.lines
         for i, r in enumerate(regions)
         if lived[i] and i > last_crash and gave_up < r.lines[0]
     ]
+    # Runs of records their loggers gave a level below ERROR: what only they say (vLLM's DEBUG
+    # "CUDA platform is not available" and INFO "No platform detected" in a pod without
+    # the GPU runtime, which then runs on the CPU: kserve/kserve#4722) ended nothing.
+    after = max(regions[last_crash].lines[1] if last_crash >= 0 else 0, gave_up)
+    spans += [run for run in _mild_runs(lines) if run[0] > after]
+    return spans
+
+
+def _mild_runs(lines: Sequence[LogLine]) -> list[tuple[int, int]]:
+    """The spans of consecutive lines whose logger level is below ERROR."""
+    runs: list[tuple[int, int]] = []
+    start = last = -1
+    for ln in lines:
+        if ln.level in _MILD_LEVELS:
+            if start < 0 or ln.number > last + 1:
+                if start >= 0:
+                    runs.append((start, last))
+                start = ln.number
+            last = ln.number
+        elif start >= 0 and ln.number != last:
+            runs.append((start, last))
+            start = -1
+    if start >= 0:
+        runs.append((start, last))
+    return runs
 
 
 #: Lines right above a region that still belong to it: asyncio prints "Task exception was

@@ -486,3 +486,19 @@ def test_a_known_failure_its_logger_called_a_warning_is_not_fatal() -> None:
     assert d.cause == "abi-mismatch" and d.fatal is False
     # The same record at ERROR level, with nothing after it, ended the process.
     assert diagnose_text(log.replace("WARNING 03-01", "ERROR 03-01")).fatal is True
+
+
+def test_what_only_records_below_error_say_ended_nothing() -> None:
+    from diagnose.api import diagnose_text
+
+    log = (
+        "DEBUG 10-01 12:03:47 [__init__.py:76] Exception happens when checking CUDA platform:"
+        " NVML Shared Library Not Found\n"
+        "INFO 10-01 12:03:47 [__init__.py:243] No platform detected, vLLM is running on"
+        " UnspecifiedPlatform\n"
+        "INFO 10-01 12:03:49 [api_server.py:1] Serving on 0.0.0.0:8000 with the CPU backend\n"
+    )
+    d = diagnose_text(log)
+    assert d.cause == "gpu-unavailable" and d.fatal is False
+    # Said by an ERROR record, the same words ended the process.
+    assert diagnose_text(log.replace("INFO 10-01 12:03:47", "ERROR 10-01 12:03:47")).fatal is True
