@@ -319,13 +319,26 @@ def _chunks(
 
 def _read_guarded(stream: IO[bytes], want: int, name: str, cut: list[bool] | None) -> bytes:
     """Up to ``want`` bytes of ``stream``; ``b""`` at its end or where its archive breaks off."""
+    if cut:
+        return b""  # a decompressor that failed is never asked again (see _unusable)
     try:
         return stream.read(want) or b""
     except _corrupt_archive_errors():
         _broke_off(cut)
     except OSError as exc:
         _os_error(stream, exc, name, cut)
+    except ValueError as exc:
+        _unusable(stream, exc, name, cut)
     return b""
+
+
+def _unusable(stream: IO[bytes], exc: ValueError, name: str, cut: list[bool] | None) -> None:
+    """A decompressor asked again after an error: newer Pythons raise ValueError("Decompressor
+    is unusable after a previous error") where older ones repeated the OSError (a fuzz
+    campaign on Python 3.12.3 found it).  Either way the archive broke off there."""
+    if type(stream).__module__ not in {"gzip", "lzma", "bz2"}:
+        raise InputError(f"{name}: {exc}") from None
+    _broke_off(cut)
 
 
 def _broke_off(cut: list[bool] | None) -> None:
@@ -371,7 +384,7 @@ class _Guarded(io.RawIOBase):
             out[:n], self._replay = self._replay[:n], self._replay[n:]
             return n
         want = min(len(out), self._left)
-        if want <= 0:
+        if want <= 0 or self._cut:  # the end, or an archive that already broke off
             return 0
         got = 0
         try:
@@ -380,6 +393,8 @@ class _Guarded(io.RawIOBase):
             _broke_off(self._cut)
         except OSError as exc:
             _os_error(self._stream, exc, self._name, self._cut)
+        except ValueError as exc:
+            _unusable(self._stream, exc, self._name, self._cut)
         self._left -= got
         return int(got)
 
