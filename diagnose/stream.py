@@ -45,6 +45,7 @@ from diagnose.ingest.scan import (
     TRIGGERS,
     WINDOW_AFTER,
     WINDOW_BEFORE,
+    FastSearch,
     RepeatCounter,
     SplitSearch,
     continues_block,
@@ -204,12 +205,12 @@ class StreamDiagnoser:
         from diagnose.engine import rule_triggers
 
         folded = rule_triggers(self.rule_dirs)
-        self._trigger = re2.compile(trigger_pattern(TRIGGERS, folded))
-        self._ready = re2.compile(literal_pattern(phrases))
-        self._any = re2.compile(trigger_pattern((*TRIGGERS, *phrases), folded))
+        self._trigger = FastSearch(re2.compile(trigger_pattern(TRIGGERS, folded)))
+        self._ready = FastSearch(re2.compile(literal_pattern(phrases)))
+        self._any = FastSearch(re2.compile(trigger_pattern((*TRIGGERS, *phrases), folded)))
         from diagnose.context import CONTEXT_LITERALS
 
-        self._context_re = re2.compile(literal_pattern(CONTEXT_LITERALS))
+        self._context_re = FastSearch(re2.compile(literal_pattern(CONTEXT_LITERALS)))
         self._next_line = 1  # number of the first line of the next buffer
         self._repeat = RepeatCounter()  # a restarted file floods anew
         self._carry = b""

@@ -8,6 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from diagnose.ingest.normalize import normalize
 from diagnose.ingest.scan import REPEAT_WINDOWS, WHOLE_INPUT_LIMIT, ScanResult, Window, scan
@@ -364,3 +366,22 @@ def test_a_flood_in_a_big_file_is_one_region_with_every_line_counted(
     [windowed] = [r for r in diagnose_file(path).crashes if "preempted" in r.message]
     # (one copy is the header of a traceback region in both: floods - 1 or floods)
     assert flood.count == windowed.count >= floods - 1
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.binary(max_size=200),
+    st.integers(min_value=-5, max_value=220),
+    st.one_of(st.none(), st.integers(min_value=-5, max_value=220)),
+)
+def test_fast_search_finds_what_the_wrapper_finds(buf: bytes, pos: int, end: int | None) -> None:
+    import re2
+
+    from diagnose.ingest.scan import FastSearch, trigger_pattern
+
+    pattern = re2.compile(trigger_pattern([b"rror", b"Trace"], [b"oom"]))
+    want = pattern.search(buf, pos, end)
+    got = FastSearch(pattern).search(buf, pos, end)
+    assert (got and (got.start(), got.end(), got.group())) == (
+        want and (want.start(), want.end(), want.group())
+    )

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections import deque
 from collections.abc import Iterable, Sequence
 from itertools import pairwise
@@ -285,6 +286,50 @@ def trigger_pattern(exact: Iterable[bytes | str], folded: Iterable[bytes | str] 
     return (strict + b"|" if strict else b"") + b"(?i:" + loose + b")"
 
 
+class _Hit:
+    """A hit's span in the buffer searched: ``start()``, ``end()``, ``group()``."""
+
+    __slots__ = ("_buf", "_end", "_start")
+
+    def __init__(self, buf: bytes, start: int, end: int) -> None:
+        self._buf, self._start, self._end = buf, start, end
+
+    def start(self) -> int:
+        return self._start
+
+    def end(self) -> int:
+        return self._end
+
+    def group(self) -> bytes:
+        return self._buf[self._start : self._end]
+
+
+class FastSearch:
+    """A compiled RE2 pattern's unanchored ``search(buf, pos, end)`` on bytes, calling the
+    wrapper's C++ matcher directly where it exposes it: the wrapper's generator and match
+    object cost 3-4 us a hit, most of what a warning flood's hits cost (bench/flood_bench.py).
+    Falls back to the wrapper's own ``search`` where its internals differ."""
+
+    __slots__ = ("_anchor", "_match", "pattern")
+
+    def __init__(self, pattern: Any) -> None:
+        self.pattern = pattern
+        anchor = getattr(sys.modules.get(type(pattern).__module__), "_Anchor", None)
+        self._anchor = getattr(anchor, "UNANCHORED", None)
+        self._match = getattr(getattr(pattern, "_regexp", None), "Match", None)
+
+    def search(self, buf: bytes, pos: int = 0, endpos: int | None = None) -> Any:
+        if self._match is None or self._anchor is None or not isinstance(buf, bytes):
+            return self.pattern.search(buf, pos, endpos)
+        size = len(buf)
+        pos = max(0, min(pos, size))
+        end = size if endpos is None else max(0, min(endpos, size))
+        if pos > end:
+            return None
+        start, stop = self._match(self._anchor, buf, pos, end)[0]
+        return None if start < 0 else _Hit(buf, start, stop)
+
+
 class _Windows:
     """Kept windows under a byte budget: the head is kept, the newest tail after it."""
 
@@ -372,10 +417,10 @@ def scan(
     ctx = [c.encode() if isinstance(c, str) else c for c in context_literals if c]
     scanner = _Scanner(
         # one pass finds both sets; the matched literal says which set it came from
-        re2.compile(trigger_pattern([*trig, *ctx], loose), options=options),
+        FastSearch(re2.compile(trigger_pattern([*trig, *ctx], loose), options=options)),
         frozenset(trig) | frozenset(t.lower() for t in loose),
-        re2.compile(trigger_pattern(trig, loose), options=options),
-        re2.compile(literal_pattern(ctx), options=options) if ctx else None,
+        FastSearch(re2.compile(trigger_pattern(trig, loose), options=options)),
+        FastSearch(re2.compile(literal_pattern(ctx), options=options)) if ctx else None,
         max(0, before),
         max(0, after),
         max(1, max_window_lines),
