@@ -178,18 +178,20 @@ REPEAT_WINDOWS = 32
 WINDOW_BEFORE = 20
 WINDOW_AFTER = 5
 _MAX_SHAPES = 4096  # distinct shapes remembered; later new shapes are always windowed
-_SHAPE_DIGITS = re.compile(rb"\d+")
 _SHAPE_HEX = re.compile(rb"0x[0-9a-fA-F]+")
 
 
 def line_shape(raw: bytes) -> bytes:
     """A line with its numbers (decimal and ``0x`` hex) masked: what repeats of one message
-    share.  Run on every hit of a flood, so kept to two simple patterns (a hex-aware one
-    took 14 us a line, these 4 us)."""
+    share ("step 9" and "step 100" alike).  Run on every hit of a flood, so the decimal
+    digits are dropped by ``bytes.translate`` (0.3 us a line; the run-collapsing pattern
+    took 2.4 us).  Only a digit between two letters could make two messages one shape
+    ("sm90" and "sm"): a shape is a key for counting repeats, and a line that opens a block
+    is windowed whatever its shape."""
     raw = raw[:512]
     if b"0x" in raw:
         raw = _SHAPE_HEX.sub(b"#", raw)
-    return _SHAPE_DIGITS.sub(b"#", raw)
+    return raw.translate(None, b"0123456789")
 
 
 class RepeatCounter:
