@@ -213,7 +213,6 @@ def lived_spans(regions: Sequence[Region], lines: Sequence[LogLine] = ()) -> lis
     warned = [_warning_continued(r, heads.get(r.lines[0], ())[-1:]) for r in regions]
     lived = [
         warned[i] is not None
-        or _logged_as_warning(r)
         or any(caught.any(ln.text) for ln in r.body)
         or any(caught.any(text) for text in heads.get(r.lines[0], ()))
         or _asgi_request_failed(r)
@@ -233,9 +232,10 @@ def lived_spans(regions: Sequence[Region], lines: Sequence[LogLine] = ()) -> lis
         for i, r in enumerate(regions)
         if lived[i] and i > last_crash and gave_up < r.lines[0]
     ]
-    # Runs of records their loggers gave a level below ERROR: what only they say (vLLM's DEBUG
-    # "CUDA platform is not available" and INFO "No platform detected" in a pod without
-    # the GPU runtime, which then runs on the CPU: kserve/kserve#4722) ended nothing.
+    # Runs of records their loggers gave a level below ERROR: what only they say ended nothing
+    # (vLLM's DEBUG "CUDA platform is not available" and INFO "No platform detected" in a pod
+    # without the GPU runtime, which then runs on the CPU: kserve/kserve#4722; its WARNING
+    # "Failed to import from vllm._C": vllm-project/vllm#5501).
     after = max(regions[last_crash].lines[1] if last_crash >= 0 else 0, gave_up)
     spans += [run for run in _mild_runs(lines) if run[0] > after]
     return spans
@@ -366,16 +366,6 @@ def _warning_continued(region: Region, above: Sequence[str]) -> tuple[int, int] 
     # Header and message on one line (as printed, or joined back by the reader).
     record = mild.search(line.text.lstrip())
     return (first, first) if record is not None and record.attribute("level_in_text") else None
-
-
-def _logged_as_warning(region: Region) -> bool:
-    """True when the region is one line its logger gave a level below ERROR: vLLM's
-    "WARNING ... Failed to import from vllm._C with ImportError(...)" goes on without the
-    extension (vllm-project/vllm#5501).  What it leads to later is a region of its own."""
-    if region.kind != "error-line" or region.lines[0] != region.lines[1]:
-        return False
-    line = next((ln for ln in region.body if ln.number == region.message_line), None)
-    return line is not None and line.level in _MILD_LEVELS
 
 
 #: Region kinds a single logged record opens (a mild one ends nothing by itself).
