@@ -320,25 +320,14 @@ def _chunks(
 def _read_guarded(stream: IO[bytes], want: int, name: str, cut: list[bool] | None) -> bytes:
     """Up to ``want`` bytes of ``stream``; ``b""`` at its end or where its archive breaks off."""
     if cut:
-        return b""  # a decompressor that failed is never asked again (see _unusable)
+        return b""  # a decompressor that failed is never asked again
     try:
         return stream.read(want) or b""
     except _corrupt_archive_errors():
         _broke_off(cut)
-    except OSError as exc:
-        _os_error(stream, exc, name, cut)
-    except ValueError as exc:
-        _unusable(stream, exc, name, cut)
+    except (OSError, ValueError) as exc:
+        _read_error(stream, exc, name, cut)
     return b""
-
-
-def _unusable(stream: IO[bytes], exc: ValueError, name: str, cut: list[bool] | None) -> None:
-    """A decompressor asked again after an error: newer Pythons raise ValueError("Decompressor
-    is unusable after a previous error") where older ones repeated the OSError (a fuzz
-    campaign on Python 3.12.3 found it).  Either way the archive broke off there."""
-    if type(stream).__module__ not in {"gzip", "lzma", "bz2"}:
-        raise InputError(f"{name}: {exc}") from None
-    _broke_off(cut)
 
 
 def _broke_off(cut: list[bool] | None) -> None:
@@ -347,11 +336,18 @@ def _broke_off(cut: list[bool] | None) -> None:
         cut.append(True)
 
 
-def _os_error(stream: IO[bytes], exc: OSError, name: str, cut: list[bool] | None) -> None:
-    """A read error: the archive broke off when a decompressor raised it, else InputError."""
+def _read_error(
+    stream: IO[bytes], exc: OSError | ValueError, name: str, cut: list[bool] | None
+) -> None:
+    """A read error: the archive broke off when a decompressor raised it, else InputError.
+
+    bz2 reports a corrupt stream as a bare OSError("Invalid data stream"); Python 3.12.3's
+    raises ValueError("Decompressor is unusable after a previous error") instead (a fuzz
+    campaign found it)."""
     if type(stream).__module__ not in {"gzip", "lzma", "bz2"}:
-        raise InputError(_describe(name, exc)) from None
-    _broke_off(cut)  # bz2 reports a corrupt stream as a bare OSError("Invalid data stream")
+        why = _describe(name, exc) if isinstance(exc, OSError) else f"{name}: {exc}"
+        raise InputError(why) from None
+    _broke_off(cut)
 
 
 class _Guarded(io.RawIOBase):
@@ -391,10 +387,8 @@ class _Guarded(io.RawIOBase):
             got = self._stream.readinto(out[:want]) or 0  # type: ignore[attr-defined]
         except _corrupt_archive_errors():
             _broke_off(self._cut)
-        except OSError as exc:
-            _os_error(self._stream, exc, self._name, self._cut)
-        except ValueError as exc:
-            _unusable(self._stream, exc, self._name, self._cut)
+        except (OSError, ValueError) as exc:
+            _read_error(self._stream, exc, self._name, self._cut)
         self._left -= got
         return int(got)
 
