@@ -24,6 +24,7 @@ its list agrees with this reader's (bounded by :data:`CUOBJDUMP_TIMEOUT`).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import os
@@ -113,10 +114,12 @@ def read_binary(path: str | os.PathLike[str]) -> BinaryReport:
     )
 
 
+@functools.cache
 def find_cuobjdump() -> str | None:
     """``cuobjdump`` on ``PATH`` (a CUDA toolkit), else the one NVIDIA ships as a Python wheel
     (``pip install nvidia-cuda-cuobjdump``: ``nvidia/cu<N>/bin/cuobjdump`` in site-packages,
-    no toolkit needed), else ``None``."""
+    no toolkit needed), else ``None``.  Looked up once a process: every binary of a log is
+    cross-checked with the same tool."""
     found = shutil.which("cuobjdump")
     if found is not None:
         return found
