@@ -232,6 +232,17 @@ def test_hard_cut_message_is_rejoined_with_its_space() -> None:
     assert [ln.number for ln in lines] == [1, 2, 5]
 
 
+def test_progress_bar_as_wide_as_the_terminal_is_not_a_cut() -> None:
+    """tqdm fills the terminal with its bar by design: the next line is a record of its own."""
+    from diagnose.ingest.normalize import normalize
+
+    bar = "100%|" + "\u2588" * 60 + "| 30/30 [06:13<00:00, 12.46s/it]"
+    bar = bar[:WRAP]
+    assert len(bar) == WRAP
+    lines = normalize(bar + "\nKilled\n")
+    assert [ln.text for ln in lines] == [bar, "Killed"]
+
+
 def test_prefix_filling_the_terminal_keeps_its_message_and_rank() -> None:
     """A worker + logger prefix that alone is 80 columns wide: the message is the next line."""
     from diagnose.ingest.normalize import normalize

@@ -69,12 +69,19 @@ def is_hard_cut(line: Clean) -> bool:
     body = line.text.strip()
     if body[:3] in _RULE_HEADS and _TITLED_RULE.match(body):
         return False  # pytest pads "=== FAILURES ===" and "___ test_x ___" to the width
+    if "%|" in body and _PROGRESS_BAR.match(body):
+        # tqdm sizes its bar to fill the terminal: "100%|█████| 30/30 [06:13<0" ends at the
+        # width by design, and the line after it ("Killed") is a record of its own
+        # (kijai/ComfyUI-WanVideoWrapper#20, round 111).
+        return False
     return len(set(body)) > 2 or (line.prefixed and not body)
 
 
 # A section title centred in a rule: "==== 1 failed in 3.2s ====", "____ test_x[a] ____".
 _TITLED_RULE = lazy(r"([=_*#~+-])\1{2,} \S.*? \1{3,}$")
 _RULE_HEADS = frozenset(c * 3 for c in "=_*#~+-")
+# A tqdm progress bar: an optional description, the percentage, then the bar.
+_PROGRESS_BAR = lazy(r"[^|\n]{0,120}?\d{1,3}%\|")
 
 
 _BULLETS = ("- ", "* ", "+ ")
