@@ -331,6 +331,15 @@ class FastSearch:
         start, stop = self._match(self._anchor, buf, pos, end)[0]
         return None if start < 0 else _Hit(buf, start, stop)
 
+    def span(self, buf: bytes, pos: int, end: int) -> tuple[int, int]:
+        """The first hit's ``(start, end)`` in ``buf[pos:end]``, ``(-1, -1)`` when none:
+        the scan's hot loop, with no match object at all (``0 <= pos <= end <= len(buf)``)."""
+        if self._match is None or self._anchor is None:
+            m = self.pattern.search(buf, pos, end)
+            return (-1, -1) if m is None else (m.start(), m.end())
+        start, stop = self._match(self._anchor, buf, pos, end)[0]
+        return (start, stop)
+
 
 class _Windows:
     """Kept windows under a byte budget: the head is kept, the newest tail after it."""
@@ -503,57 +512,57 @@ class _Scanner:
         pos, line_no = lo, self.line_base
         if self.open is not None and not self.open.stopped:
             pos, line_no = self._extend(buf, pos, line_no, end)
-        search = self.union.search
+        span = self.union.span
+        trigger_set = self.trigger_set
+        # A warning flood is this loop's whole cost: one pass per hit line, so the counted-only
+        # path below is inlined (the decisions of RepeatCounter.counts_only, which the stream uses).
+        opened, repeats, recent = self.repeat.opened, self.repeats, self.recent_counted
         while pos < end:
             if self.overflow:
                 pos, line_no = self._pass_block(buf, pos, line_no, end)
                 if pos >= end:
                     break
             if first_hit is not _NOT_SEARCHED and (first_hit is None or first_hit.start() >= pos):
-                m = first_hit  # no hit in [lo, end) means none in [pos, end) either
+                # no hit in [lo, end) means none in [pos, end) either
+                hs, he = (-1, -1) if first_hit is None else (first_hit.start(), first_hit.end())
             else:
-                m = search(buf, pos, end)
+                hs, he = span(buf, pos, end)
             first_hit = _NOT_SEARCHED
-            if m is None:
+            if hs < 0:
                 break
-            start = buf.rfind(b"\n", pos, m.start()) + 1 or pos
+            start = buf.rfind(b"\n", pos, hs) + 1 or pos
             line_no += buf.count(b"\n", pos, start)
-            found = m.group()
-            if found not in self.trigger_set and found.lower() not in self.trigger_set:
+            stop = buf.find(b"\n", hs)
+            found = buf[hs:he]
+            if found not in trigger_set and found.lower() not in trigger_set:
                 # a context literal came first on this line; a trigger may still follow
-                stop = buf.find(b"\n", m.start())
                 self._note_context(line_no, buf[start:stop])
-                if self.trigger.search(buf, m.end(), stop) is None:
+                if self.trigger.search(buf, he, stop) is None:
                     pos, line_no = stop + 1, line_no + 1
                     continue
-            stop = buf.find(b"\n", m.start())
-            if self._counted_only(buf, start, stop, end, line_no):
-                pos, line_no = stop + 1, line_no + 1
-                continue
+            shape = line_shape(buf[start:stop])
+            seen = opened.get(shape)
+            if seen is None or seen < REPEAT_WINDOWS:
+                if seen is not None or len(opened) < _MAX_SHAPES:
+                    opened[shape] = (seen or 0) + 1
+            else:
+                following = buf.find(b"\n", stop + 1, end + 1) if stop < end else -1
+                if following >= 0 and not continues_block(buf[stop + 1 : following]):
+                    counted = repeats.get(shape)
+                    if counted is None:
+                        repeats[shape] = [1, line_no, line_no]
+                    else:
+                        counted[0] += 1
+                        counted[2] = line_no
+                    recent.append((line_no, shape))
+                    pos, line_no = stop + 1, line_no + 1
+                    continue
             self.hits += 1
             self._open_at(buf, start, line_no)
             pos, line_no = self._extend(buf, start, line_no, end, hit_first=True)
         self._remember_tail(buf, end)
         # lines before ``pos`` were counted on the way; count the rest in one pass
         self.line_base = line_no + buf.count(b"\n", pos, hi)
-
-    def _counted_only(self, buf: bytes, start: int, stop: int, end: int, line_no: int) -> bool:
-        """Count a hit instead of windowing it when its shape already had its windows and it
-        opens no block (a traceback header's next line continues one, so it always counts)."""
-        following = buf.find(b"\n", stop + 1, end + 1) if stop < end else -1
-        shape = self.repeat.counts_only(
-            buf[start:stop], buf[stop + 1 : following] if following >= 0 else None
-        )
-        if shape is None:
-            return False
-        counted = self.repeats.get(shape)
-        if counted is None:
-            self.repeats[shape] = [1, line_no, line_no]
-        else:
-            counted[0] += 1
-            counted[2] = line_no
-        self.recent_counted.append((line_no, shape))
-        return True
 
     def _uncount_from(self, first_line: int) -> None:
         """Take back the counted-only hits from ``first_line`` on: a window holds them now."""
