@@ -24,14 +24,16 @@ class LogLine:
     ``rank`` keeps the process/rank identity a log prefix named (``TP3``,
     ``rank=2``, ``1,6``) after the prefix itself was stripped from ``text``;
     ``level`` the log level it named (``"WARNING"``, ``"ERROR"``, ...), which says
-    whether an error-looking line was only logged as a warning.  Two lines with the
-    same number, text and rank are equal whatever their level.
+    whether an error-looking line was only logged as a warning; ``prefixed`` whether a
+    log or process prefix was taken off it (it starts a record of its own).  Two lines
+    with the same number, text and rank are equal whatever their level and prefix.
     """
 
     number: int
     text: str
     rank: str | None = None
     level: str | None = field(default=None, compare=False)
+    prefixed: bool = field(default=False, compare=False)
 
 
 @record

@@ -375,10 +375,12 @@ _ONE_LINE_KINDS = frozenset({"error-line", "nccl-error", "nvshmem-error"})
 def _only_warned(region: Region) -> bool:
     """True when the region is one logged line that by itself ends nothing: its logger
     called it a warning, or it is another component's mild record."""
-    if region.kind not in _ONE_LINE_KINDS or region.lines[0] != region.lines[1]:
+    if region.kind not in _ONE_LINE_KINDS:
         return False
     line = next((ln for ln in region.body if ln.number == region.message_line), None)
     if line is None:
+        return False
+    if region.lines[0] != region.lines[1] and not _continued_record(region, line):
         return False
     text = line.text.lstrip()
     # A record that ends nothing by itself (kb/vocab/mild-records.toml): NCCL's WARN before
@@ -393,6 +395,19 @@ def _only_warned(region: Region) -> bool:
     if line.level is not None:
         return line.level in _MILD_LEVELS
     return mild is not None
+
+
+def _continued_record(region: Region, line: LogLine) -> bool:
+    """A one-record region whose message goes on over lines with no logger prefix of their
+    own: LMCache's "[ts] LMCache WARNING: Failed to allocate memory for the KV cache." then
+    "The KV cache will not be stored." (LMCache/LMCache#969). The record is the message
+    line's, and its level is the record's."""
+    return (
+        region.kind == "error-line"
+        and line.level is not None
+        and region.lines[0] == region.message_line
+        and all(ln.level is None and not ln.prefixed for ln in region.body if ln is not line)
+    )
 
 
 def unknown_fatal(

@@ -502,3 +502,32 @@ def test_what_only_records_below_error_say_ended_nothing() -> None:
     assert d.cause == "gpu-unavailable" and d.fatal is False
     # Said by an ERROR record, the same words ended the process.
     assert diagnose_text(log.replace("INFO 10-01 12:03:47", "ERROR 10-01 12:03:47")).fatal is True
+
+
+def test_a_warning_record_continued_on_an_unprefixed_line_ends_nothing() -> None:
+    """A logger's record whose message goes on below without a prefix is one record: its
+    level is the record's (an LMCache-style "[ts] Name WARNING: ..." format)."""
+    from diagnose.api import diagnose_text
+
+    record = (
+        "[2026-02-01 10:00:00,120] KVStore WARNING: Failed to allocate memory for the cache.\n"
+        "The blocks of this request will not be stored. (store.py:200)\n"
+    )
+    # Printed for one request after another: the repeats make one region of both lines.
+    log = (
+        "[2026-02-01 10:00:00,100] KVStore INFO: stored 512 tokens for request 7\n"
+        + record
+        + "[2026-02-01 10:00:00,140] KVStore INFO: stored 640 tokens for request 8\n"
+        + record
+        + "[2026-02-01 10:00:00,160] KVStore INFO: stored 128 tokens for request 9\n"
+    )
+    d = diagnose_text(log)
+    assert d.crashes and d.fatal is False
+    # The same record at ERROR ended the process as far as the log shows.
+    assert diagnose_text(log.replace("KVStore WARNING", "KVStore ERROR")).fatal is True
+    # A line that is a record of its own (its own prefix) is not the warning's rest.
+    cut = log.replace(
+        "The blocks of this request will not be stored. (store.py:200)\n",
+        "[2026-02-01 10:00:00,130] Failed to open segment for endpoint 10.0.0.3\n",
+    )
+    assert diagnose_text(cut).fatal is True

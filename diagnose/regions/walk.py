@@ -695,7 +695,7 @@ def frames_of(
             last_def = d.group(1)
         if c in (PYFRAME, FRAME, CSAN):
             if c == CSAN:
-                line = LogLine(line.number, line.text.lstrip()[9:].strip(), line.rank, line.level)
+                line = replace(line, text=line.text.lstrip()[9:].strip())
             try:
                 frame = parse(line)
             except Exception:  # a contract breach must not lose the region

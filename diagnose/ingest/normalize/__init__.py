@@ -101,7 +101,7 @@ def normalize_lines(lines: Iterable[tuple[int, str]]) -> Iterator[LogLine]:
 
 def _emit(line: Clean) -> list[LogLine]:
     if len(line.text) < MIN_PASTE_LEN:
-        return [LogLine(line.number, line.text, line.rank, line.level)]
+        return [LogLine(line.number, line.text, line.rank, line.level, line.prefixed)]
     # Literal prefilter inline (one scan, no call) for the common line: without "pid=" twice
     # there is no repeated worker prefix.  A mid-line prefix must name its pid; the ip=-only
     # Ray form is left to the line-start stripper.
@@ -116,11 +116,14 @@ def _emit(line: Clean) -> list[LogLine]:
     whole = line.joined > 1
     if prefixed is None:
         if whole:
-            return [LogLine(line.number, text, line.rank, line.level)]
-        return [LogLine(line.number, piece, line.rank, line.level) for piece in split_pasted(text)]
+            return [LogLine(line.number, text, line.rank, line.level, line.prefixed)]
+        return [
+            LogLine(line.number, piece, line.rank, line.level, line.prefixed)
+            for piece in split_pasted(text)
+        ]
     # A piece may itself hold a collapsed traceback; its pieces share the prefix's rank.
     return [
-        LogLine(line.number, part, rank or line.rank, line.level)
+        LogLine(line.number, part, rank or line.rank, line.level, line.prefixed)
         for piece, rank in prefixed
         for part in ([piece] if whole else split_pasted(piece))
     ]

@@ -21,8 +21,12 @@ _LEVEL = r"(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL|TRACE)"
 # One anchored alternation per first character: a single C-level match per line.
 _BRACKET_PREFIX = lazy(
     r"\[(?:"
+    # python logging's "[%(asctime)s] %(name)s %(levelname)s: ": LMCache's "[2025-07-03
+    # 12:45:23,599] LMCache WARNING: Failed to allocate memory for the KV cache." (a warning its
+    # cache survives, LMCache/LMCache#969); the logger name and level go with the prefix
+    rf"{_TS}\] [A-Za-z][\w.-]{{0,40}} (?P<namedlevel>{_LEVEL}): "
     # sglang: [2026-01-02 10:00:00 TP3] / [2025-05-14 03:58:33 DP0 TP0]; buildkite [ts]
-    rf"{_TS}(?: (?P<tags>{_TAGS}))?\]"
+    rf"|{_TS}(?: (?P<tags>{_TAGS}))?\]"
     # Ray's C++ core logger: [2025-04-15 00:31:11,815 E 808 17795] (level, pid, thread)
     rf"|{_TS} (?P<raylevel>[DIWEF]) \d{{1,8}} \d{{1,8}}\]"
     # torchrun/torch.distributed: [rank3]: (also [rank3]:[E...] with no space)
@@ -148,7 +152,7 @@ def _strip_one_prefix(text: str, ident: Ident) -> str | None:
         tags, rank, mpi, role, pod, pid, ompi = match.group(
             "tags", "rank", "mpi", "role", "pod", "pid", "ompi"
         )
-        _note_level(match.group("raylevel"), ident)
+        _note_level(match.group("raylevel") or match.group("namedlevel"), ident)
         if tags or rank or mpi or role:
             ident.offer(tags or rank or mpi or role, 3)
         if role:  # the blank after "[default0]:" is the message's own indentation
