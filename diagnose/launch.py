@@ -9,8 +9,10 @@ which is why this lives here and not in the library:
   hundreds of times; every collection walks the young objects, and the older
   generations are walked over and over as they fill.  Our objects are frozen
   dataclasses and tuples (no cycles), so a threshold of 200,000, the value
-  mypy's build uses for the same reason (``mypy/build.py``), keeps collection
-  available for long runs (``--follow``, ``serve``) without paying for it here.
+  mypy's build uses for the same reason (``mypy/build.py``), is set for a
+  one-shot run.  Commands that run until stopped (``serve``, ``mcp``,
+  ``--follow``) keep CPython's own thresholds: a server's connections do leave
+  cycles, and with the raised threshold they piled up.
 - Interpreter teardown (module dicts cleared, every object freed one by one, a
   last full collection) does nothing a finished CLI needs.  After flushing the
   standard streams and running ``atexit`` handlers (the demangling worker's
@@ -47,14 +49,27 @@ def diagnose_kb() -> None:
 
 def _run(cli_main: Callable[[], object]) -> None:
     """Run ``cli_main`` with the tuned GC, then end the process without teardown."""
-    _, gen1, gen2 = gc.get_threshold()
-    gc.set_threshold(GC_THRESHOLD0, gen1, gen2)
+    if not _runs_for_long(sys.argv[1:]):
+        _, gen1, gen2 = gc.get_threshold()
+        gc.set_threshold(GC_THRESHOLD0, gen1, gen2)
     try:
         cli_main()
         status = 0
     except SystemExit as exc:
         status = _exit_status(exc.code)
     _hard_exit(status)
+
+
+def _runs_for_long(args: list[str]) -> bool:
+    """Whether the command serves or follows until stopped: it keeps CPython's thresholds.
+
+    Each HTTP connection leaves reference cycles (a transport, its protocol, a refused
+    request's exception); with generation 0 at 200,000, ``diagnose serve`` under a flood of
+    idle sockets grew by ~1.7 MB/s until a collection came (bench/serve_load.py).
+    """
+    return args[:1] in (["serve"], ["mcp"]) or any(
+        a in ("--follow", "-F") or a.startswith("--follow=") for a in args
+    )
 
 
 def _exit_status(code: object) -> int:

@@ -89,3 +89,36 @@ def test_live_non_daemon_thread_gets_a_normal_exit() -> None:
     )
     assert proc.returncode == 0
     assert "thread finished" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "long_running"),
+    [
+        (["serve", "--port", "8000"], True),
+        (["mcp"], True),
+        (["server.log", "--follow"], True),
+        (["-F", "server.log"], True),
+        (["--follow=true", "server.log"], True),
+        (["crash.log", "--format", "json"], False),
+        (["-"], False),
+        (["serve.log"], False),
+    ],
+)
+def test_only_one_shot_runs_raise_the_collection_threshold(
+    args: list[str], long_running: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server or a follower keeps CPython's GC thresholds; a one-shot run raises gen 0."""
+    import gc
+
+    from diagnose import launch
+
+    before = gc.get_threshold()
+    seen: list[tuple[int, int, int]] = []
+    monkeypatch.setattr(sys, "argv", ["diagnose", *args])
+    monkeypatch.setattr(launch, "_hard_exit", lambda status: None)
+    try:
+        launch._run(lambda: seen.append(gc.get_threshold()))
+    finally:
+        gc.set_threshold(*before)
+    assert (seen[0][0] == before[0]) is long_running
+    assert (seen[0][0] == launch.GC_THRESHOLD0) is not long_running
