@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import http.client
+import itertools
 import os
 import platform
 import socket
@@ -143,7 +144,22 @@ def load(
         "rss_warm_mib": warm / 1024,
         "rss_end_mib": rss[-1] / 1024,
         "rss_growth_pct": 100 * (rss[-1] - warm) / warm if warm else 0.0,
+        # Peaks of each third of the run: flat memory is a plateau (the last third's peak no
+        # higher than the middle's), where one end sample can catch a worker being replaced.
+        **{f"rss_peak{i}_mib": max(part) / 1024 for i, part in enumerate(_thirds(rss), 1)},
     }
+
+
+def _mib(result: dict[str, float]) -> str:
+    """The peaks of the three thirds of a run, as "a / b / c"."""
+    return " / ".join(f"{result[f'rss_peak{i}_mib']:.0f}" for i in (1, 2, 3))
+
+
+def _thirds(samples: list[int]) -> list[list[int]]:
+    """``samples`` in three consecutive parts (each non-empty when there are three)."""
+    n = len(samples)
+    cuts = [0, n // 3, 2 * n // 3, n]
+    return [samples[a:b] or samples[-1:] for a, b in itertools.pairwise(cuts)]
 
 
 # A traceback of ~0.9 MB: under the 1 MiB body limit, slower to diagnose than the attack
@@ -336,7 +352,8 @@ def main() -> None:
         f"under attack: {under['rps']:.1f} req/s, p99 {under['p99_ms']:.0f} ms, "
         f"{under['errors']:.0f} errors of {under['requests']:.0f}; /healthz worst "
         f"{worst * 1000:.0f} ms over {len(probes)} probes; RSS {under['rss_warm_mib']:.0f} -> "
-        f"{under['rss_end_mib']:.0f} MiB; attack answers: {dict(sorted(counts.items()))}"
+        f"{under['rss_end_mib']:.0f} MiB, peaks by third {_mib(under)}; "
+        f"attack answers: {dict(sorted(counts.items()))}"
     )
 
     lines = [
@@ -378,7 +395,8 @@ def main() -> None:
         f"- real clients: {under['rps']:.1f} req/s, p50 {under['p50_ms']:.0f} ms, p99"
         f" {under['p99_ms']:.0f} ms, {under['errors']:.0f} errors of {under['requests']:.0f};"
         f" RSS {under['rss_warm_mib']:.0f} -> {under['rss_end_mib']:.0f} MiB"
-        f" ({under['rss_growth_pct']:+.1f}%)",
+        f" ({under['rss_growth_pct']:+.1f}%); peak RSS in each third of the run"
+        f" {_mib(under)} MiB",
         f"- `/healthz`: worst {worst * 1000:.0f} ms over {len(probes)} probes",
         "- attack answers: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())),
     ]
