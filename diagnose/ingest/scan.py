@@ -36,6 +36,7 @@ from collections.abc import Iterable, Sequence
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple
 
+from diagnose.framelines import FRAME_START_BYTES
 from diagnose.ingest.normalize import HOST_LABEL, JSON_TEXT_KEYS
 from diagnose.ingest.read import WHOLE_INPUT_LIMIT
 from diagnose.records import record
@@ -145,9 +146,9 @@ _MAX_CONTEXT_LINES = 10_000
 # A rank/process prefix to look past when judging continuation: "[rank3]:",
 # "(VllmWorker rank=2 pid=9)", "[1,6]<stdout>:", "[2025-01-01 10:00:00 TP3]".
 _PREFIX = re.compile(rb"(?:\[[^\]\n]{0,64}\](?:<\w+>)?:?|\([^)\n]{0,96}\))[ \t]?")
-_FRAME_START = (
-    b'File "',
-    b"frame #",
+# Lines that go on a traceback or frame block without being frames (the frames themselves
+# are diagnose.framelines' FRAME_START_BYTES).
+_BLOCK_WORDS = (
     b"#",
     b"Exception raised from",
     b"The above exception",
@@ -164,7 +165,6 @@ _FRAME_START = (
 _HOST_LABEL = re.compile(HOST_LABEL.encode() + rb": ")
 # The start of a JSON log record's text field (the keys normalize unwraps).
 _JSON_TEXT = re.compile(rb'\{"(?:' + "|".join(JSON_TEXT_KEYS).encode() + rb')": ?"')
-_NUMBERED_FRAME = re.compile(rb"\d+\s+0x[0-9a-fA-F]+\s|\S+\((?:\S*\+)?0x[0-9a-fA-F]+\)\s*\[0x")
 
 
 #: After this many windows opened at lines of one shape (digits masked), further hits of that
@@ -267,7 +267,7 @@ def continues_block(line: bytes) -> bool:
             line = line[m.end() :]
             if line[:1] in (b" ", b"\t"):
                 return True
-    return line.startswith(_FRAME_START) or _NUMBERED_FRAME.match(line) is not None
+    return line.startswith(_BLOCK_WORDS) or FRAME_START_BYTES.match(line) is not None
 
 
 def literal_pattern(literals: Iterable[bytes | str]) -> bytes:

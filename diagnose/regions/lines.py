@@ -13,6 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from diagnose.framelines import HEX, is_frame
 from diagnose.frames.ipython import is_frame_line as is_ipython_frame
 from diagnose.frames.pytest_report import is_error_line as is_pytest_error
 from diagnose.frames.pytest_report import is_frame_line as is_pytest_frame
@@ -67,23 +68,10 @@ PYTEST = 18  # "_____ test_x[param] _____": a pytest failure's header
 # Classes that may follow a message as its attached native backtrace.
 TAIL = frozenset({FRAME, C10HDR, HINT, GDBNOISE, GDBSIG})
 
-HEX = r"0[xX][0-9a-fA-F]+"
 _PYFRAME_RE = lazy(r'File "[^"]*", line (?:\d+|\?\?\?)')
 # PyTorch's fatal-signal handler (c10), seen in vLLM, SGLang, TensorRT-LLM and Megatron
 # logs: "!!!!!!! Segfault encountered !!!!!!!", then native frames in Python's shape.
 _SIGNAL_BANNER_RE = lazy(r"!{3,} ?[A-Z][\w ]{2,30} encountered ?!{3,}")
-_HASH_FRAME_RE = lazy(r"#\d+\s+\S")
-_NUMBERED_FRAME_RE = lazy(rf"\d+\s+{HEX}\s+\S")
-_BOOST_FRAME_RE = lazy(r"\d{1,5}# \S")  # boost::stacktrace (Triton Inference Server)
-# Open MPI prints a frame without symbol glued to its address: "[ 3] python3[0x598f69]".
-_GLIBC_FRAME_RE = lazy(
-    rf"\S\((?:[^()\s]*\+)?{HEX}\)\s*\[{HEX}\]|\S\s\[{HEX}\]$|^\[ *\d+\] \S+\[{HEX}\]$"
-)
-_GLOG_FRAME_RE = lazy(rf"@\s+{HEX}\s")
-_RUST_FRAME_RE = lazy(r"\d+: [\w<][\w:<>$. ]*::|\d+:\s+0x[0-9a-fA-F]+ - \S")
-_JAVA_FRAME_RE = lazy(r"at [\w$.]+\.[\w$<>]+\([^()]*\)$")
-# c10's Windows backtrace: "00007FFE12AE1DE4 00007FFE12AC2070 torch_python.dll!symbol [...]"
-_WINDOWS_FRAME_RE = lazy(r"[0-9A-Fa-f]{16}(?: ?[0-9A-Fa-f]{16})?\s+[^\s!\[\]]+!")
 _THREAD_RE = lazy(
     rf"(?:Current thread|Thread) {HEX} \(most recent call first\)|Stack \(most recent call"
     rf"|Current thread's C stack|Extension modules: "
@@ -212,30 +200,6 @@ def _vocabulary() -> _Table:
 
 
 # --- classification --------------------------------------------------------------------------
-
-
-def _is_frame(s: str) -> bool:
-    """True when the stripped text ``s`` is a C/C++ (or Rust/Java) stack-frame line."""
-    first = s[0]
-    if first == "#":
-        return _HASH_FRAME_RE.match(s) is not None
-    if first == "f":
-        return s.startswith("frame #")
-    if first.isdigit():
-        return (
-            ("# " in s[:7] and _BOOST_FRAME_RE.match(s) is not None)
-            or _NUMBERED_FRAME_RE.match(s) is not None
-            or _RUST_FRAME_RE.match(s) is not None
-            or _GLIBC_FRAME_RE.search(s) is not None
-            or ("!" in s[16:120] and _WINDOWS_FRAME_RE.match(s) is not None)
-        )
-    if first == "@":
-        return _GLOG_FRAME_RE.match(s) is not None
-    if first == "a" and s.startswith("at "):
-        return _JAVA_FRAME_RE.match(s) is not None
-    if "[0x" in s:
-        return _GLIBC_FRAME_RE.search(s) is not None
-    return False
 
 
 def _is_long_glibc_frame(window: str, text: str) -> bool:
@@ -423,7 +387,7 @@ def classify(text: str, has_literal: bool = True) -> int:
             return ASAN
     if "ost recent call last" in t and re.search(r"[Tt]race[Bb]ack \(most recent call last\)", t):
         return TB
-    if _is_frame(s) or (len(text) > WINDOW and _is_long_glibc_frame(s, text)):
+    if is_frame(s) or (len(text) > WINDOW and _is_long_glibc_frame(s, text)):
         return FRAME
     if first == "E" and s.startswith("Exception raised from "):
         return C10HDR

@@ -6,6 +6,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import field
 
+from diagnose.framelines import frame_start
 from diagnose.ingest.normalize.clean import INFERRED, Clean, relabel
 from diagnose.ingest.normalize.pastes import NEW_RECORD, SPLIT_STRONG, may_hold_marker
 from diagnose.ingest.normalize.prefixes import Ident, strip_prefixes
@@ -21,13 +22,8 @@ MAX_JOINED_LINES = 8
 
 # --- soft-wrap re-joining -------------------------------------------------------------------
 
-# Frame numbers run past 9,999 only in deep-recursion dumps; there a gdb frame must show its
-# address to count, so an issue number opening a line ("#12345 fixed") is not a frame.
-_FRAME_START = lazy(
-    r"\s*(?:#\d{1,4}\s+(?:0x[0-9a-fA-F]+\s|[\w:<~]|\?\?)|#\d{5,7}\s+0x[0-9a-fA-F]+\s"
-    r"|frame #\d{1,7}: "
-    r"|\d{1,3} {2,}0x[0-9a-fA-F]{4,}|File \"|0x[0-9a-fA-F]{6,}\s|[\w./+-]{1,400}\.so(?:\.\d+)*\()"
-)
+# A frame's start, cut or whole: the one definition (diagnose.framelines).
+_FRAME_START = frame_start
 
 
 def _unbalanced(text: str) -> bool:
