@@ -683,19 +683,30 @@ def _watch(child: subprocess.Popen[bytes], progress: Path, limit: float) -> byte
 
 
 def run_chunk(
-    seed: int, start: int, stop: int, max_seconds: float, max_rss_mb: float, limit: float
+    seed: int,
+    start: int,
+    stop: int,
+    max_seconds: float,
+    max_rss_mb: float,
+    limit: float,
+    stderr: Path | None = None,
 ) -> Tally:
     """Inputs ``start..stop`` in a child process, killed (with its process group) when one
     input has been under way for ``limit`` seconds: a loop in C code (a demangler, a regex
     engine) cannot be interrupted from Python, so only a watchdog outside the process
     catches it. The input it hung on is a failure; the chunk goes on in a fresh child after it.
 
+    ``stderr``: a file the children's standard error goes to (discarded by default).
+
     The clock is the input's, not the chunk's (the progress file is rewritten as each input
     starts): on a machine loaded 12-fold a healthy 500-input chunk ran past a 180 s chunk
     limit and its last input was named hung (seed 4, #939499; 0.2 s when replayed)."""
     total = Tally()
     ranges = [(start, stop)]
-    with tempfile.TemporaryDirectory(prefix="crashkb-fuzz-chunk-") as tmp:
+    with (
+        tempfile.TemporaryDirectory(prefix="crashkb-fuzz-chunk-") as tmp,
+        open(stderr or os.devnull, "ab") as errors,
+    ):
         progress = Path(tmp) / "at"
         while ranges:
             lo, hi = ranges.pop(0)
@@ -708,7 +719,7 @@ def run_chunk(
                 "--max-seconds", str(max_seconds), "--max-rss-mb", str(max_rss_mb),
             ]  # fmt: skip
             child = subprocess.Popen(
-                cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True
+                cmd, stdout=subprocess.PIPE, stderr=errors, start_new_session=True
             )
             try:
                 out = _watch(child, progress, limit)
