@@ -37,9 +37,11 @@ FRAME_START = (
     r'|File "'
     r"|0x[0-9a-fA-F]{6,}\s"
     # glibc backtrace_symbols, with the module first: "libc.so.6(+0x29d90) [0x7f...]" (cut
-    # after the parenthesis too) and "python3(PyObject_Call+0x5d) [0x...]"
+    # after the parenthesis too) and "python3(PyObject_Call+0x5d) [0x...]". Bounded classes
+    # that cannot cross "(": with "\S+\(" a 1 MB line of "f(x)f(x)..." backtracked to every
+    # parenthesis, 20 s (fuzz seed 5, #249334).
     r"|[\w./+-]{1,400}\.so(?:\.\d+)*\("
-    r"|\S+\((?:\S*\+)?0x[0-9a-fA-F]+\)\s*\[0x"
+    r"|[^\s(]{1,400}\((?:[^\s()]{0,400}\+)?0x[0-9a-fA-F]+\)\s*\[0x"
     r")"
 )
 frame_start = lazy(FRAME_START)

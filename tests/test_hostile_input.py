@@ -281,3 +281,16 @@ def test_a_flood_of_empty_lines_costs_little_and_keeps_the_line_numbers(tmp_path
     crash_line = 1 + 1_500_000 + 4
     assert d.primary is not None and d.primary.evidence[-1].line == crash_line
     assert d.total_lines == crash_line
+
+
+def test_a_megabyte_line_of_calls_is_read_in_linear_time() -> None:
+    """One 1 MiB line of "name(file:line)" calls with no blank: the frame-start pattern once
+    backtracked to every parenthesis (20 s; fuzz seed 5, #249334). The hardening bound is
+    2 CPU s for an input of 1 MiB; this allows five times that on a loaded CI machine."""
+    import time
+
+    line = "cuCtxEnablePeerAccess(csrc/moe_gemm_launcher.inl:240)" * 19_000
+    began = time.process_time()
+    d = diagnose_text(line + "\n")
+    assert time.process_time() - began < 10.0
+    assert d.total_lines == 1
