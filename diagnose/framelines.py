@@ -9,8 +9,9 @@ Three readers ask about frames, each a different question of the same shapes:
 - the wrap re-joiner (:mod:`diagnose.ingest.normalize.wraps`): does this line *start* a frame,
   even one a terminal cut before its end (:data:`frame_start`);
 - the big-file scanner and the stream (:func:`diagnose.ingest.scan.continues_block`): the same
-  question on raw bytes (:data:`FRAME_START_BYTES`), beside the block words that are not
-  frames (``Traceback``, ``The above exception``, ...).
+  question on raw bytes (the scanner compiles :data:`FRAME_START` for bytes itself: it is
+  imported only for big inputs, and this module is on every run's start-up path), beside
+  the block words that are not frames (``Traceback``, ``The above exception``, ...).
 
 A start is looser than a whole frame on purpose: a cut frame has lost the tail that
 :func:`is_frame` checks.  Frame numbers run past 9,999 only in deep-recursion dumps; there a
@@ -20,11 +21,9 @@ fixed") is not a frame start.
 
 from __future__ import annotations
 
-import re
-
 from diagnose.lazyre import lazy
 
-__all__ = ["FRAME_START", "FRAME_START_BYTES", "HEX", "frame_start", "is_frame"]
+__all__ = ["FRAME_START", "HEX", "frame_start", "is_frame"]
 
 HEX = r"0[xX][0-9a-fA-F]+"
 
@@ -45,7 +44,6 @@ FRAME_START = (
     r")"
 )
 frame_start = lazy(FRAME_START)
-FRAME_START_BYTES = re.compile(FRAME_START.encode())
 
 _HASH_FRAME_RE = lazy(r"#\d+\s+\S")
 _NUMBERED_FRAME_RE = lazy(rf"\d+\s+{HEX}\s+\S")

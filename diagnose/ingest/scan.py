@@ -36,7 +36,7 @@ from collections.abc import Iterable, Sequence
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple
 
-from diagnose.framelines import FRAME_START_BYTES
+from diagnose.framelines import FRAME_START
 from diagnose.ingest.normalize import HOST_LABEL, JSON_TEXT_KEYS
 from diagnose.ingest.read import WHOLE_INPUT_LIMIT
 from diagnose.records import record
@@ -146,8 +146,9 @@ _MAX_CONTEXT_LINES = 10_000
 # A rank/process prefix to look past when judging continuation: "[rank3]:",
 # "(VllmWorker rank=2 pid=9)", "[1,6]<stdout>:", "[2025-01-01 10:00:00 TP3]".
 _PREFIX = re.compile(rb"(?:\[[^\]\n]{0,64}\](?:<\w+>)?:?|\([^)\n]{0,96}\))[ \t]?")
-# Lines that go on a traceback or frame block without being frames (the frames themselves
-# are diagnose.framelines' FRAME_START_BYTES).
+# The start of a frame line, on raw bytes (the one definition is diagnose.framelines').
+_FRAME_START_BYTES = re.compile(FRAME_START.encode())
+# Lines that go on a traceback or frame block without being frames.
 _BLOCK_WORDS = (
     b"#",
     b"Exception raised from",
@@ -267,7 +268,7 @@ def continues_block(line: bytes) -> bool:
             line = line[m.end() :]
             if line[:1] in (b" ", b"\t"):
                 return True
-    return line.startswith(_BLOCK_WORDS) or FRAME_START_BYTES.match(line) is not None
+    return line.startswith(_BLOCK_WORDS) or _FRAME_START_BYTES.match(line) is not None
 
 
 def literal_pattern(literals: Iterable[bytes | str]) -> bytes:
