@@ -208,13 +208,20 @@ class RepeatCounter:
 
     def counts_only(self, line: bytes, next_line: bytes | None) -> bytes | None:
         """The shape of ``line`` when it is only to be counted, else ``None`` (window it)."""
+        shape = self.had_windows(line)
+        if shape is None or next_line is None or continues_block(next_line):
+            return None
+        return shape
+
+    def had_windows(self, line: bytes) -> bytes | None:
+        """The shape of ``line`` when that shape already had its windows, else ``None`` (and
+        this sighting is one more window of it).  The scan's hot loop asks this first and
+        reads the next line only for a shape that had them (a flood's only case)."""
         shape = line_shape(line)
         seen = self.opened.get(shape)
         if seen is None or seen < REPEAT_WINDOWS:
             if seen is not None or len(self.opened) < _MAX_SHAPES:
                 self.opened[shape] = (seen or 0) + 1
-            return None
-        if next_line is None or continues_block(next_line):
             return None
         return shape
 
@@ -329,7 +336,7 @@ class FastSearch:
         end = size if endpos is None else max(0, min(endpos, size))
         if pos > end:
             return None
-        start, stop = self._match(self._anchor, buf, pos, end)[0]
+        start, stop = self.span(buf, pos, end)
         return None if start < 0 else _Hit(buf, start, stop)
 
     def span(self, buf: bytes, pos: int, end: int) -> tuple[int, int]:
@@ -516,8 +523,8 @@ class _Scanner:
         span = self.union.span
         trigger_set = self.trigger_set
         # A warning flood is this loop's whole cost: one pass per hit line, so the counted-only
-        # path below is inlined (the decisions of RepeatCounter.counts_only, which the stream uses).
-        opened, repeats, recent = self.repeat.opened, self.repeats, self.recent_counted
+        # path reads the next line only for a shape that had its windows (as counts_only).
+        had_windows, repeats, recent = self.repeat.had_windows, self.repeats, self.recent_counted
         while pos < end:
             if self.overflow:
                 pos, line_no = self._pass_block(buf, pos, line_no, end)
@@ -541,12 +548,8 @@ class _Scanner:
                 if self.trigger.search(buf, he, stop) is None:
                     pos, line_no = stop + 1, line_no + 1
                     continue
-            shape = line_shape(buf[start:stop])
-            seen = opened.get(shape)
-            if seen is None or seen < REPEAT_WINDOWS:
-                if seen is not None or len(opened) < _MAX_SHAPES:
-                    opened[shape] = (seen or 0) + 1
-            else:
+            shape = had_windows(buf[start:stop])
+            if shape is not None:
                 following = buf.find(b"\n", stop + 1, end + 1) if stop < end else -1
                 if following >= 0 and not continues_block(buf[stop + 1 : following]):
                     counted = repeats.get(shape)
