@@ -120,13 +120,33 @@ class Stream:
             elif c in (FRAME, C10HDR, GDBSIG):
                 found = self._frames(i)
             elif c in (ERR, TERM, WHAT):
-                found = self._leads_traceback(self._chained(self._error_block(i)))
+                found = self._next_copy(i, out) or self._leads_traceback(
+                    self._chained(self._error_block(i))
+                )
             if found is None:
                 i += 1
                 continue
             out.append(found)
             i = max(found.end, i + 1)
         return out
+
+    def _next_copy(self, i: int, out: list[_Found]) -> _Found | None:
+        """Line ``i`` as one more copy of the one-line error read just before it, or None.
+
+        A flood of one warning (16k identical NCCL WARN lines in a 1 MiB paste) would read
+        each copy's block afresh; a copy with the same line on both sides reads exactly as
+        the one before it did, one line further on (``_error_block`` ends a block at the
+        same line repeated), so the region is that one shifted.
+        """
+        if not out or self.cls[i] != ERR or i + 2 >= self.n:
+            return None
+        prev = out[-1]
+        if prev.start != i - 1 or prev.end != i or prev.message != i - 1:
+            return None
+        text = self._text(i)
+        if not (self._text(i - 1) == text == self._text(i + 1) == self._text(i + 2)):
+            return None
+        return _Found(prev.kind, i, i + 1, i, prev.message_text, False, prev.has_message)
 
     def _leads_traceback(self, found: _Found) -> _Found:
         """An error line printed right above the traceback that reports it.
