@@ -1291,6 +1291,22 @@ def test_two_list_items_are_not_a_cut_line_and_its_rest() -> None:
     assert [ln.text[:2] for ln in lines] == ["- ", "- "]
 
 
+def test_a_sentence_ending_at_a_common_width_does_not_swallow_the_next_record() -> None:
+    head = "[2026-01-02 10:00:00 TP0] Only use 24 SMs for the all-to-all. " + "w" * 117 + "."
+    assert len(head) == 180  # exactly a common terminal width, ending a sentence
+    path = "/build/comm/src/host/transport/transport.cpp:init:282: init failed for transport: X"
+    lines = normalize(head + "\n" + path + "\nNext record. Still going.\n")
+    assert [ln.text for ln in lines][-2:] == [path, "Next record. Still going."]
+
+
+def test_a_word_cut_after_its_full_stop_still_joins_its_rest() -> None:
+    # The cut falls inside "file.py": the next line starts lower-case, so it is the rest.
+    head = "RuntimeError: could not open the cache index " + "z" * 115 + " in /tmp/cache/file."
+    assert len(head) == 180
+    lines = normalize(head + "\npy (errno 2)\n")
+    assert [ln.text for ln in lines] == [head + "py (errno 2)"]
+
+
 def test_a_nested_tensorrt_llm_message_is_not_split_at_its_inner_tag() -> None:
     raw = (
         "[TensorRT-LLM][ERROR] Encountered error for requestId 42: Encountered an error in "

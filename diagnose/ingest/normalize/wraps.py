@@ -122,7 +122,26 @@ def continues(head: Clean, nxt: Clean) -> bool:
     ):
         # "... Including non-PyTorch memory, this proce" / "ss has 23.40 GiB memory in use."
         return True
+    if _sentence_then_record(head, text):
+        return False
     return is_cut_frame(head) or is_hard_cut(head)
+
+
+def _sentence_then_record(head: Clean, text: str) -> bool:
+    """A head that ends a sentence right at the width, then a line that starts a record.
+
+    A terminal that cut after the full stop leaves the space before the next word at the
+    start of the next line (the indented case above); with no blank between them, a capital
+    or a path starting the next line is a record of its own that only happened to follow a
+    line of a common width: sglang's 180-column "... Consider using --deepep-config to change
+    the behavior." then NVSHMEM's "/dvs/p4/build/.../transport.cpp:...: init failed" (round 144).
+    """
+    return (
+        not head.pad
+        and head.text[-1:] in ".!?"
+        and head.text[-2:-1].isalpha()
+        and (text[:1] == "/" or text[:1].isupper())
+    )
 
 
 def open_call_at_end(text: str) -> bool:
