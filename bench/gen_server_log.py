@@ -129,9 +129,7 @@ def healthy_lines(seed: int = 7) -> Iterator[str]:
         yield _healthy(rng, now, rng.randint(0, 7)) + "\n"
 
 
-def generate(
-    path: Path, size_bytes: int, seed: int = 7, flood: float = 0.0
-) -> tuple[int, int]:
+def generate(path: Path, size_bytes: int, seed: int = 7, flood: float = 0.0) -> tuple[int, int]:
     """Write the log to ``path``; return the crash's (first, last) 1-based line numbers.
 
     ``flood`` is the fraction of lines that are benign warnings repeated by the hundred

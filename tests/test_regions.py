@@ -1206,7 +1206,7 @@ def test_a_compiler_report_with_its_source_line_and_caret_is_one_region() -> Non
         "triton.compiler.errors.CompilationError: at 1:0:\n"
         "def triton_poi_fused_to_copy_0(in_ptr0, out_ptr0, xnumel, XBLOCK : tl.constexpr):\n"
         "^\n"
-        "ValueError(\"type fp8e4nv not supported in this architecture. The supported fp8 dtypes"
+        'ValueError("type fp8e4nv not supported in this architecture. The supported fp8 dtypes'
         " are ('fp8e4b15', 'fp8e5')\")\n"
     )
     regions = find_regions(normalize(text))
