@@ -222,7 +222,11 @@ def _fixes(
     versions = {name.replace("_", "-"): f.value for name, f in parsed.context.versions.items()}
     region = detect(region_texts)
     log = detect(ln.text for ln in parsed.lines) | known_stacks().intersection(versions)
-    ordered = order_fixes(cause.fixes, [f.applies_to for f in cause.fixes], region, log)
+    # Fixes written for one rule come first when it is the verdict's, and never otherwise.
+    rule = primary.rule_id if primary is not None else ""
+    specific = [f for f in cause.fixes if rule in f.for_rules]
+    general = [f for f in cause.fixes if not f.for_rules]
+    ordered = specific + order_fixes(general, [f.applies_to for f in general], region, log)
     tailored = tailor(ordered, region, log, versions=versions, gpu=_gpu_facts(parsed, kb))
     advice = tuple(FixAdvice(f.title, f.detail, f.flags, f.env, f.config) for f in tailored.fixes)
     return advice, tailored.note

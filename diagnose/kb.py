@@ -43,7 +43,12 @@ __all__ = [
 
 @record
 class Fix:
-    """One remedy, in the order a user should try them; ``flags``/``env``/``config`` are literal."""
+    """One remedy, in the order a user should try them; ``flags``/``env``/``config`` are literal.
+
+    ``for_rules``: rule ids this remedy is specific to. Such a fix is offered only when the
+    verdict's rule is one of them, and then before the cause's general fixes (two ranks on one
+    GPU need the rank-to-device mapping fixed, not NCCL's transports disabled).
+    """
 
     title: str
     detail: str
@@ -51,6 +56,7 @@ class Fix:
     env: tuple[str, ...] = ()
     config: tuple[str, ...] = ()
     applies_to: tuple[str, ...] = ()
+    for_rules: tuple[str, ...] = ()
 
 
 @record
@@ -406,6 +412,7 @@ _FIX_SPEC: _Spec = {
     "env": (_is_str_list, False),
     "config": (_is_str_list, False),
     "applies_to": (_is_str_list, False),
+    "for_rules": (_is_str_list, False),
 }
 _REF_SPEC: _Spec = {
     "id": (_is_str, True),
@@ -526,6 +533,7 @@ def _parse_fix(src: TomlSource, raw: dict[str, Any], prefix: str) -> Fix:
         _strs(raw, "env"),
         _strs(raw, "config"),
         _strs(raw, "applies_to"),
+        _strs(raw, "for_rules"),
     )
 
 

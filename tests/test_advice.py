@@ -137,3 +137,34 @@ def test_a_keyword_setting_counts_as_its_engines_flag() -> None:
     assert tailor([fix], sglang, sglang).fixes == ()
     vllm = frozenset({"vllm"})
     assert tailor([fix], vllm, vllm).fixes[0].config == ("gpu_memory_utilization=0.95",)
+
+
+def test_every_rule_specific_fix_names_a_rule_of_its_cause() -> None:
+    from diagnose.rules import load_rules
+
+    rules = {rule.id: rule.cause for rule in load_rules()}
+    wrong = [
+        (cause.id, fix.title, rule_id)
+        for cause in KB.causes
+        for fix in cause.fixes
+        for rule_id in fix.for_rules
+        if rules.get(rule_id) != cause.id
+    ]
+    assert wrong == []
+
+
+def test_a_rule_specific_fix_comes_first_for_its_rule_and_never_for_another() -> None:
+    duplicate = diagnose_text(
+        "host:1:2 [1] init.cc:904 NCCL WARN Duplicate GPU detected : rank 3 and rank 1 "
+        "both on CUDA device 1a000\n"
+    )
+    assert duplicate.primary is not None
+    assert duplicate.primary.rule_id == "nccl-error/duplicate-gpu-ranks"
+    assert duplicate.fixes[0].title == "Give each rank its own GPU"
+    shm = diagnose_text(
+        "host:1:2 [0] NCCL WARN Error while creating shared memory segment /dev/shm/nccl-x "
+        "(size 9637888)\n"
+        "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error\n"
+    )
+    assert shm.cause == "nccl-error"
+    assert "Give each rank its own GPU" not in [f.title for f in shm.fixes]
