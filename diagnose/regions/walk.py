@@ -141,7 +141,7 @@ class Stream:
         if not out or self.cls[i] != ERR or i + 2 >= self.n:
             return None
         prev = out[-1]
-        if prev.start != i - 1 or prev.end != i or prev.message != i - 1:
+        if prev.start != i - 1 or prev.end != i:  # a one-line block: its message is that line
             return None
         text = self._text(i)
         if not (self._text(i - 1) == text == self._text(i + 1) == self._text(i + 2)):
