@@ -87,16 +87,26 @@ def _diagnose(parsed: Parsed, rule_dirs: Sequence[Path]) -> Diagnosis:
     primary = verdict.primary
     steps = list(verdict.steps)
     notes = [*_input_notes(parsed), *outcome.notes]
+    died_of_it = False
     if primary is not None and not verdict.fatal:
         later = unexplained_crash(parsed.regions, verdict.findings, last_line(primary), ready)
-        if later is not None:
+        if later is not None and kb.cause(primary.cause).explains_later_crashes:
+            # The program went on degraded (no GPU) and then crashed for a reason no rule
+            # names: the crash is where the degradation showed (microsoft/lisa#2823, round 172).
+            notes.append(
+                f"{primary.rule_id}: the program went on after it, and the crash at line "
+                f"{later.lines[0]}, which no rule explains, is taken as its consequence."
+            )
+            steps.append(f"later crash: line {later.lines[0]} follows from {primary.cause}: fatal")
+            died_of_it = True
+        elif later is not None:
             notes.append(
                 f"{primary.rule_id} (not fatal) explains lines up to {last_line(primary)}, but "
                 f"a later crash at line {later.lines[0]} is not explained by any rule."
             )
             steps.append(f"later crash: line {later.lines[0]} is unexplained: no primary")
             primary = None
-    fatal = verdict.fatal if primary else unknown_fatal(parsed.regions, ready, lived)
+    fatal = (verdict.fatal or died_of_it) if primary else unknown_fatal(parsed.regions, ready, lived)
     if primary is None:
         steps.append(
             "unknown: "

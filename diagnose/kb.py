@@ -102,6 +102,9 @@ class Cause:
     # Causes this one commonly sets off (an illegal memory access makes NCCL's watchdog
     # time out): when both appear in one log, the verdict names this one as the root.
     cascades: tuple[str, ...] = ()
+    # A finding of this cause that the program lived through leaves it degraded (no GPU):
+    # a later crash that no rule explains is then taken as its consequence, not as unknown.
+    explains_later_crashes: bool = False
     # What would decide a verdict of this cause (``unknown``: the generic steps), and what to
     # check when nothing shown ended the process.
     next_steps: tuple[str, ...] = ()
@@ -399,6 +402,7 @@ _CAUSE_SPEC: _Spec = {
     "evidence_to_collect": (_is_str_list, True),
     "related": (_is_str_list, False),
     "cascades": (_is_str_list, False),
+    "explains_later_crashes": (_is_bool, False),
     "next_steps": (_is_str_list, False),
     "next_steps_if_survived": (_is_str_list, False),
     "fixes": (_is_table_list, True),
@@ -580,6 +584,7 @@ def _parse_cause(path: Path) -> Cause:
         evidence_to_collect=_strs(data, "evidence_to_collect"),
         related=_strs(data, "related"),
         cascades=_strs(data, "cascades"),
+        explains_later_crashes=bool(data.get("explains_later_crashes", False)),
         next_steps=_strs(data, "next_steps"),
         next_steps_if_survived=_strs(data, "next_steps_if_survived"),
         path=str(path),

@@ -87,6 +87,31 @@ def test_skipped_tactics_do_not_hide_a_later_unexplained_crash() -> None:
         assert d.primary is not None and d.primary.fatal
 
 
+def test_a_later_crash_after_going_on_without_the_gpu_is_that_cause() -> None:
+    # gpu-unavailable says explains_later_crashes in kb: the program that went on without its
+    # GPU dies later in its own words, and that death is the missing GPU's, not unknown.
+    from diagnose.api import diagnose_text
+
+    log = (
+        "/opt/venv/lib/python3.11/site-packages/torch/cuda/__init__.py:129: UserWarning: CUDA "
+        "initialization: CUDA unknown error - this may be due to an incorrectly set up "
+        "environment. Setting the available devices to be zero.\n"
+        "INFO 2026-01-12 10:00:02 bench: devices found: 0\n"
+        "INFO 2026-01-12 10:00:02 bench: loading the frobnicator suite\n"
+        "INFO 2026-01-12 10:00:03 bench: running 12 cases\n"
+        "ERROR 2026-01-12 10:00:04 bench: case check_devices failed\n"
+        "Traceback (most recent call last):\n"
+        '  File "/srv/bench/run.py", line 12, in <module>\n'
+        "    check_devices()\n"
+        "bench.errors.CheckFailed: the frobnicator check did not pass\n"
+    )
+    d = diagnose_text(log)
+    assert d.cause == "gpu-unavailable" and d.fatal is True
+    assert any("taken as its consequence" in n for n in d.notes)
+    # Without it (a cause that does not degrade the program), the same shape stays unknown.
+    assert load_kb().cause("tactic-skipped").explains_later_crashes is False
+
+
 # --- whether an unknown failure was fatal -------------------------------------------------
 
 _WARNED = (
