@@ -106,7 +106,11 @@ def _diagnose(parsed: Parsed, rule_dirs: Sequence[Path]) -> Diagnosis:
             )
             steps.append(f"later crash: line {later.lines[0]} is unexplained: no primary")
             primary = None
-    fatal = (verdict.fatal or died_of_it) if primary else unknown_fatal(parsed.regions, ready, lived)
+    fatal: bool | None
+    if primary is not None:
+        fatal = verdict.fatal or died_of_it
+    else:
+        fatal = unknown_fatal(parsed.regions, ready, lived)
     if primary is None:
         steps.append(
             "unknown: "
