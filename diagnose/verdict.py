@@ -375,12 +375,15 @@ _ONE_LINE_KINDS = frozenset({"error-line", "nccl-error", "nvshmem-error"})
 def _only_warned(region: Region) -> bool:
     """True when the region is one logged line that by itself ends nothing: its logger
     called it a warning, or it is another component's mild record."""
-    if region.kind not in _ONE_LINE_KINDS:
+    if region.kind not in _ONE_LINE_KINDS and region.kind != "cpp-backtrace":
         return False
     line = next((ln for ln in region.body if ln.number == region.message_line), None)
     if line is None:
         return False
-    if region.lines[0] != region.lines[1] and not _continued_record(region, line):
+    if region.kind == "cpp-backtrace":
+        if not _logged_exception_trace(region, line):
+            return False
+    elif region.lines[0] != region.lines[1] and not _continued_record(region, line):
         return False
     text = line.text.lstrip()
     # A record that ends nothing by itself (kb/vocab/mild-records.toml): NCCL's WARN before
@@ -390,11 +393,34 @@ def _only_warned(region: Region) -> bool:
     mild = vocabulary("mild-records").search(text)
     if mild is not None and not mild.attribute("level_in_text", False):
         return True
-    if region.kind != "error-line":
+    if region.kind not in ("error-line", "cpp-backtrace"):
         return False
     if line.level is not None:
         return line.level in _MILD_LEVELS
     return mild is not None
+
+
+def _logged_exception_trace(region: Region, line: LogLine) -> bool:
+    """A C++ exception's trace printed as the tail of one logged record: c10 appends
+    "Exception raised from <where>" and the frames to the message of an exception it caught
+    and logged (c10d's TCPStore "[W ...] sendBytes failed ... Broken pipe" from a heartbeat
+    thread at shutdown; kvcache-ai/Mooncake#936, round 158).  The record's own level then
+    says whether it ended anything; a line of another record inside the region (a
+    "terminate called", a traceback) has a prefix or is no frame, and breaks the run."""
+    if region.lines[0] != region.message_line:
+        return False
+    frames = {f.log_line for f in region.frames}
+    raised = False
+    for ln in region.body:
+        if ln is line:
+            continue
+        if ln.level is not None or ln.prefixed:
+            return False
+        if ln.text.lstrip().startswith("Exception raised from "):
+            raised = True
+        elif ln.number not in frames:
+            return False
+    return raised
 
 
 def _continued_record(region: Region, line: LogLine) -> bool:

@@ -138,6 +138,35 @@ def test_the_same_line_logged_as_an_error_is_fatal() -> None:
     assert d.cause == "unknown" and d.fatal is True
 
 
+_LOGGED_TRACE = (
+    "[rank0]:[{level}105 10:00:00.000000000 Frobnicator.cpp:88] [c10d] frobnicate failed on "
+    "SocketImpl(fd=9): the peer hung up\n"
+    "Exception raised from frobnicate at /src/torch/csrc/distributed/c10d/Frob.hpp:41 (most "
+    "recent call first):\n"
+    "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x80 (0x7f00 in "
+    "/opt/torch/lib/libc10.so)\n"
+    "frame #1: <unknown function> + 0x5ffc5b1 (0x7f01 in /opt/torch/lib/libtorch_cpu.so)\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("level", "after", "fatal"),
+    [
+        ("W", "", False),  # c10 logged the exception it caught as a warning, trace and all
+        ("E", "", True),  # the same record at error level counts
+        ("W", "terminate called after throwing an instance of 'c10::Error'\n", True),
+    ],
+)
+def test_a_cpp_trace_that_tails_a_warning_record_ends_nothing(
+    level: str, after: str, fatal: bool
+) -> None:
+    from diagnose.api import diagnose_text
+
+    d = diagnose_text(_LOGGED_TRACE.format(level=level) + after)
+    assert d.cause == "unknown" and d.crashes
+    assert d.fatal is fatal
+
+
 def test_an_unknown_traceback_before_readiness_was_survived_and_one_after_was_not() -> None:
     from diagnose.api import diagnose_text
 
