@@ -34,6 +34,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "corpus" / "dev"
@@ -46,9 +47,11 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _rss_kib(pid: int) -> int:
-    """RSS of ``pid`` and all its descendants (uvicorn workers), in KiB, from /proc."""
-    total = 0
+def _rss_kib(pid: int) -> tuple[int, int]:
+    """RSS of ``pid`` alone and of it with all its descendants (the diagnosis workers), in
+    KiB, from /proc.  A worker killed at the time limit is replaced by a fresh one, so the
+    total swings with replacements while the server process itself shows a leak plainly."""
+    total = own = 0
     todo = [pid]
     while todo:
         p = todo.pop()
@@ -56,11 +59,17 @@ def _rss_kib(pid: int) -> int:
             for line in Path(f"/proc/{p}/status").read_text().splitlines():
                 if line.startswith("VmRSS:"):
                     total += int(line.split()[1])
-            children = Path(f"/proc/{p}/task/{p}/children").read_text().split()
+                    own = own or (int(line.split()[1]) if p == pid else 0)
+            # A child is listed under the thread that started it, not only the main one.
+            children = [
+                c
+                for task in Path(f"/proc/{p}/task").iterdir()
+                for c in (task / "children").read_text().split()
+            ]
         except OSError:
             continue
         todo.extend(int(c) for c in children)
-    return total
+    return own, total
 
 
 def baseline(logs: list[str], seconds: float) -> float:
@@ -94,12 +103,11 @@ def start_server(port: int, workers: int, *extra: str) -> subprocess.Popen[bytes
     raise SystemExit("server did not start")
 
 
-def load(
-    port: int, pid: int, bodies: list[bytes], clients: int, seconds: float
-) -> dict[str, float]:
+def load(port: int, pid: int, bodies: list[bytes], clients: int, seconds: float) -> dict[str, Any]:
     """``clients`` keep-alive clients POST ``bodies`` round-robin for ``seconds``."""
     latencies: list[list[float]] = [[] for _ in range(clients)]
     errors = [0] * clients
+    statuses: dict[str, int] = {}
     stop = time.monotonic() + seconds
 
     def client(i: int) -> None:
@@ -113,22 +121,27 @@ def load(
                 conn.request("POST", "/diagnose", body, {"Content-Type": "text/plain"})
                 resp = conn.getresponse()
                 resp.read()
-                ok = resp.status == 200
-            except OSError:
-                ok = False
+                ok, what = resp.status == 200, str(resp.status)
+            except OSError as exc:
+                ok, what = False, type(exc).__name__
                 conn.close()
                 conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
             latencies[i].append(time.perf_counter() - t0)
             errors[i] += 0 if ok else 1
+            if not ok:
+                statuses[what] = statuses.get(what, 0) + 1  # one key each: a racy add is harmless
         conn.close()
 
     rss: list[int] = []
+    own: list[int] = []
     threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
     start = time.perf_counter()
     for t in threads:
         t.start()
     while any(t.is_alive() for t in threads):
-        rss.append(_rss_kib(pid))
+        server, total = _rss_kib(pid)
+        own.append(server)
+        rss.append(total)
         time.sleep(1)
     for t in threads:
         t.join()
@@ -147,12 +160,14 @@ def load(
         # Peaks of each third of the run: flat memory is a plateau (the last third's peak no
         # higher than the middle's), where one end sample can catch a worker being replaced.
         **{f"rss_peak{i}_mib": max(part) / 1024 for i, part in enumerate(_thirds(rss), 1)},
+        **{f"server_peak{i}_mib": max(part) / 1024 for i, part in enumerate(_thirds(own), 1)},
+        "failed": ", ".join(f"{k} x{v}" for k, v in sorted(statuses.items())) or "none",
     }
 
 
-def _mib(result: dict[str, float]) -> str:
+def _mib(result: dict[str, Any], what: str = "rss") -> str:
     """The peaks of the three thirds of a run, as "a / b / c"."""
-    return " / ".join(f"{result[f'rss_peak{i}_mib']:.0f}" for i in (1, 2, 3))
+    return " / ".join(f"{result[f'{what}_peak{i}_mib']:.0f}" for i in (1, 2, 3))
 
 
 def _thirds(samples: list[int]) -> list[list[int]]:
@@ -300,10 +315,18 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=30.0)
     ap.add_argument("--clients", type=int, default=32)
     ap.add_argument("--max-workers", type=int, default=2)
+    ap.add_argument(
+        "--attack-seconds",
+        type=float,
+        default=None,
+        help="length of the under-attack round (default: --seconds)",
+    )
+    ap.add_argument("--corpus", type=Path, default=CORPUS, help="a folder of real *.log files")
+    ap.add_argument("--out", type=Path, default=RESULTS, help="where to write the markdown")
     args = ap.parse_args()
-    if not CORPUS.is_dir():
-        raise SystemExit(f"needs the dev corpus at {CORPUS}")
-    paths = sorted(CORPUS.glob("*.log"))
+    if not args.corpus.is_dir():
+        raise SystemExit(f"needs the dev corpus at {args.corpus}")
+    paths = sorted(args.corpus.glob("*.log"))
     bodies = [p.read_bytes() for p in paths]
     logs = [b.decode("utf-8", errors="replace") for b in bodies]
 
@@ -337,22 +360,24 @@ def main() -> None:
     port = _free_port()
     proc = start_server(port, 1, "--timeout", "0.5", "--header-timeout", "2")
     try:
-        box: dict[str, object] = {}
-        stop = time.monotonic() + args.seconds
+        box: dict[str, tuple[dict[str, int], list[float]]] = {}
+        attack_seconds = args.attack_seconds or args.seconds
+        stop = time.monotonic() + attack_seconds
         hostile = threading.Thread(target=lambda: box.update(a=attack(port, stop)))
         hostile.start()
-        under = load(port, proc.pid, bodies, args.clients, args.seconds)
+        under = load(port, proc.pid, bodies, args.clients, attack_seconds)
         hostile.join()
     finally:
         proc.terminate()
         proc.wait(timeout=15)
-    counts, probes = box["a"]  # type: ignore[misc]
+    counts, probes = box["a"]
     worst = max(probes) if probes else float("inf")
     print(
         f"under attack: {under['rps']:.1f} req/s, p99 {under['p99_ms']:.0f} ms, "
         f"{under['errors']:.0f} errors of {under['requests']:.0f}; /healthz worst "
         f"{worst * 1000:.0f} ms over {len(probes)} probes; RSS {under['rss_warm_mib']:.0f} -> "
-        f"{under['rss_end_mib']:.0f} MiB, peaks by third {_mib(under)}; "
+        f"{under['rss_end_mib']:.0f} MiB, peaks by third {_mib(under)} (server process "
+        f"{_mib(under, 'server')}); failed: {under['failed']}; "
         f"attack answers: {dict(sorted(counts.items()))}"
     )
 
@@ -360,7 +385,9 @@ def main() -> None:
         "# `diagnose serve` under load",
         "",
         f"`python bench/serve_load.py --seconds {args.seconds:g} --clients {args.clients}"
-        f" --max-workers {args.max_workers}` on {platform.machine()}, {os.cpu_count()} cores,"
+        f" --max-workers {args.max_workers}"
+        + (f" --attack-seconds {args.attack_seconds:g}" if args.attack_seconds else "")
+        + f"` on {platform.machine()}, {os.cpu_count()} cores,"
         f" Python {platform.python_version()}; {len(bodies)} dev-corpus logs posted"
         " round-robin by keep-alive clients on 127.0.0.1 (the client threads share the cores).",
         "",
@@ -387,7 +414,8 @@ def main() -> None:
     lines += [f"| {n} | `{s}` | {'yes' if a else 'NO'} |" for n, s, a in bad_rows]
     lines += [
         "",
-        f"Under attack (workers 1, `--timeout 0.5 --header-timeout 2`): the same {args.clients}"
+        f"Under attack for {attack_seconds:g} s (workers 1, `--timeout 0.5 --header-timeout 2`):"
+        f" the same {args.clients}"
         " clients while 300 idle sockets are held open, 4 clients drip header bytes every"
         " 0.5 s, 2 post ~0.9 MB time-limit bombs, 1 posts 2 MB bodies and 1 a punycode body,"
         " each every 0.5 s, and `/healthz` is probed every 0.2 s:",
@@ -396,12 +424,14 @@ def main() -> None:
         f" {under['p99_ms']:.0f} ms, {under['errors']:.0f} errors of {under['requests']:.0f};"
         f" RSS {under['rss_warm_mib']:.0f} -> {under['rss_end_mib']:.0f} MiB"
         f" ({under['rss_growth_pct']:+.1f}%); peak RSS in each third of the run"
-        f" {_mib(under)} MiB",
+        f" {_mib(under)} MiB (the server process alone {_mib(under, 'server')} MiB; the rest"
+        " is diagnosis workers, replaced whenever one is killed at the limit); requests not"
+        f" answered 200: {under['failed']}",
         f"- `/healthz`: worst {worst * 1000:.0f} ms over {len(probes)} probes",
         "- attack answers: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())),
     ]
-    RESULTS.write_text("\n".join(lines) + "\n")
-    print(f"wrote {RESULTS.relative_to(ROOT)}")
+    args.out.write_text("\n".join(lines) + "\n")
+    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

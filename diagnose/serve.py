@@ -50,6 +50,7 @@ __all__ = [
     "CHAT_LIMITS",
     "ServeConfig",
     "app_from_env",
+    "cap_malloc_arenas",
     "create_app",
     "main",
 ]
@@ -404,6 +405,7 @@ def main(argv: list[str]) -> None:
             )
         except Exception as exc:  # RuleFileError and friends: one line, exit 2
             _fail(str(exc))
+        cap_malloc_arenas()
         sys.stderr.write(f"diagnose: serving on http://{host}:{port} (POST /diagnose)\n")
         if workers > 1:
             # Worker processes import the app by name and read the same limits from the env.
@@ -429,6 +431,28 @@ def main(argv: list[str]) -> None:
             )
 
     app(args=argv, prog_name="diagnose serve")
+
+
+#: glibc's M_ARENA_MAX parameter for mallopt(3).
+_M_ARENA_MAX = -8
+
+
+def cap_malloc_arenas(arenas: int = 2) -> None:
+    """Limit glibc's malloc to ``arenas`` arenas in this server and the processes it starts.
+
+    glibc gives each thread that allocates its own arena, up to eight per core, and keeps
+    what it grew: with the event loop and the thread pool that decodes bodies and waits on
+    workers, the server process kept growing under the attack benchmark, more on more
+    cores; with two arenas it stays flat (bench/results/serve.md). An arena count the
+    operator set (``MALLOC_ARENA_MAX``) is kept; elsewhere than glibc this does nothing.
+    """
+    if "MALLOC_ARENA_MAX" in os.environ:
+        return
+    os.environ["MALLOC_ARENA_MAX"] = str(arenas)  # read by the processes started from here
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to cap
+        import ctypes
+
+        ctypes.CDLL(None).mallopt(_M_ARENA_MAX, arenas)
 
 
 def _fail(message: str) -> NoReturn:

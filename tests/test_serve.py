@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -395,3 +396,16 @@ def test_refusals_are_logged_once_per_interval_with_a_count() -> None:
         log.refused("header timeout", "headers not received within 1 s")
     assert log.counts == {"header timeout": 1000}
     assert log._unlogged == {"header timeout": 999}  # one line written, 999 folded into it
+
+
+def test_malloc_arenas_capped_unless_the_operator_chose(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The server caps glibc's arenas for itself and the processes it starts (they read the
+    # variable at start-up); a value already in the environment is the operator's and stays.
+    from diagnose.serve import cap_malloc_arenas
+
+    monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
+    cap_malloc_arenas()
+    assert os.environ["MALLOC_ARENA_MAX"] == "2"
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "6")
+    cap_malloc_arenas()
+    assert os.environ["MALLOC_ARENA_MAX"] == "6"
