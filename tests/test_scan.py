@@ -12,7 +12,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from diagnose.ingest.normalize import normalize
-from diagnose.ingest.scan import REPEAT_WINDOWS, WHOLE_INPUT_LIMIT, ScanResult, Window, scan
+from diagnose.ingest.scan import (
+    REPEAT_WINDOWS,
+    WHOLE_INPUT_LIMIT,
+    ScanResult,
+    Window,
+    line_shape,
+    scan,
+)
 from diagnose.regions import find_regions
 
 CRASH = [
@@ -385,3 +392,113 @@ def test_fast_search_finds_what_the_wrapper_finds(buf: bytes, pos: int, end: int
     assert (got and (got.start(), got.end(), got.group())) == (
         want and (want.start(), want.end(), want.group())
     )
+
+
+_FLOOD_KINDS = (
+    # a long stem around its trigger: learned, then blanked from the search in bulk
+    "WARNING 01-02 10:00:{s:02d} [scheduler.py:1560] Sequence group {i} is preempted by "
+    "PreemptionMode.RECOMPUTE mode because there is not enough KV cache space (error {j})",
+    # a short stem (", error_count: "): never learned, counted line by line
+    "[TP{j}] Decode batch {i}, error_count: {s}",
+    # the stem holds a readiness phrase: never blanked, or readiness would be lost
+    "INFO {s} worker {i}: The server is fired up and ready to roll, cache error {j} ignored",
+)
+
+
+def _flood_log(seed: int) -> list[str]:
+    rng = random.Random(seed)
+    rows: list[str] = []
+    for n in range(20_000):
+        roll = rng.random()
+        if roll < (0.12 if n < 14_000 else 0.003):  # the flood ebbs for the last 6,000 lines
+            kind = _FLOOD_KINDS[rng.randrange(len(_FLOOD_KINDS))]
+            rows.append(kind.format(s=n % 60, i=rng.randint(1, 10**6), j=rng.randint(0, 9)))
+        elif roll < 0.1205:
+            rows += CRASH  # a crash whose context takes flood copies in
+        else:
+            rows += _healthy(rng, 1)
+    return rows
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize(("chunk", "threads"), [(4096, 0), (20_000, 2), (1 << 20, 0)])
+def test_blanking_a_learned_flood_counts_every_copy_and_keeps_every_crash(
+    seed: int, chunk: int, threads: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Counted line by line or blanked in bulk (and retired when the flood ebbs), every
+    flood copy is either in a window or counted (the first and last copies bound them), every
+    crash keeps its whole window.  Bulk opens no more windows: line by line, a copy that
+    ends a chunk is windowed because its next line is not known yet."""
+    import diagnose.ingest.scan as scan_module
+    from diagnose.ingest.flood import FloodMask
+
+    import diagnose.ingest.flood as flood_module
+
+    learned: list[bytes] = []
+    retired: set[bytes] = set()
+
+    class Recording(FloodMask):
+        def learn(self, line: bytes, start: int, stop: int, shape: bytes) -> bool:
+            ok = super().learn(line, start, stop, shape)
+            learned.extend([shape] if ok else [])
+            return ok
+
+        def mask(self, buf: bytes, lo: int, hi: int) -> flood_module.Masked:
+            masked = super().mask(buf, lo, hi)
+            retired.update(set(self.shape_of) - set(self.stems))
+            return masked
+
+    rows = _flood_log(seed)
+    text = "\n".join(rows) + "\n"
+    kwargs = {"chunk_size": chunk, "threads": threads, "context_literals": [b"fired up"]}
+    monkeypatch.setattr(scan_module, "FloodMask", Recording)
+    monkeypatch.setattr(flood_module, "_JUDGED_PIECE", min(chunk, 4096) // 2)  # judge small logs
+    bulk = _scan_text(text, **kwargs)
+    monkeypatch.setattr(scan_module, "LEARN_FLOOD_AFTER", 10**9)
+    by_line = _scan_text(text, **kwargs)
+    assert [s for s in learned if b"preempted" in s] and not [s for s in learned if b"fired" in s]
+    assert retired  # the flood ebbed and its stems stopped costing a pass
+    assert len(bulk.windows) <= len(by_line.windows)
+    assert bulk.context == by_line.context and bulk.total_lines == by_line.total_lines
+    for result in (bulk, by_line):
+        _check_windows(result, rows)
+        windowed = {w.first_line + k for w in result.windows for k in range(len(w.lines))}
+        for shape, count, first, last in result.repeated:
+            copies = [n for n, row in enumerate(rows, 1) if line_shape(row.encode()) == shape]
+            outside = [n for n in copies if n not in windowed]
+            assert count == len(outside)
+            # first and last are copies; one a window took in may stand for the end
+            assert first in copies and last in copies
+            assert first <= outside[0] and last >= outside[-1]
+        crashes = [n for n, row in enumerate(rows, 1) if row == CRASH[0]]
+        for n in crashes:
+            assert all(n + k in windowed for k in range(len(CRASH)))
+
+
+def test_a_flood_stem_is_learned_only_when_blanking_it_hides_nothing_else() -> None:
+    from diagnose.ingest.flood import MIN_STEM, FloodMask, stem_of
+
+    line = b"W 10:00:01 group 77 is preempted because there is not enough KV cache space (x 3)"
+    at = line.index(b"not enough")
+    assert (
+        stem_of(line, at, at + 10)
+        == b" is preempted because there is not enough KV cache space (x "
+    )
+    assert stem_of(b"#0  0x7f in f", 0, 6) == b""  # a trigger with digits is not words
+    finds = FloodMask(lambda t: b"enough" in t or b"Traceback" in t, lambda t: b"ready" in t)
+    assert finds.learn(line, at, at + 10, b"shape-1")
+    assert not finds.learn(line, at, at + 10, b"shape-1")  # each shape is looked at once
+    # too short to name one message
+    short = b"[TP1] batch 7, error_count: 0"
+    assert len(stem_of(short, 15, 20)) < MIN_STEM
+    assert not finds.learn(short, 15, 20, b"shape-2")
+    # another trigger outside the stem would be hidden with it
+    other = b"Traceback 9 is preempted because there is not enough KV cache space again"
+    assert not finds.learn(other, other.index(b"not enough"), other.index(b" KV"), b"shape-3")
+    # a readiness phrase in the stem is never blanked
+    ready = b"worker 4: server ready, so there is not enough KV cache space for the rest"
+    assert not finds.learn(ready, ready.index(b"not enough"), ready.index(b" KV"), b"shape-4")
+    masked = finds.mask(line + b"\n" + line + b"\n", 0, 2 * len(line) + 2)
+    [(count, first, _)] = masked.found.values()
+    assert (count, first) == (2, line.index(b" is"))
+    assert b"enough" not in masked.search_buf and len(masked.search_buf) == 2 * len(line) + 2

@@ -37,6 +37,7 @@ from itertools import pairwise
 from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple
 
 from diagnose.framelines import FRAME_START
+from diagnose.ingest.flood import FloodMask, Masked, stems_in
 from diagnose.ingest.normalize import HOST_LABEL, JSON_TEXT_KEYS
 from diagnose.ingest.read import WHOLE_INPUT_LIMIT
 from diagnose.records import record
@@ -179,6 +180,9 @@ REPEAT_WINDOWS = 32
 WINDOW_BEFORE = 20
 WINDOW_AFTER = 5
 _MAX_SHAPES = 4096  # distinct shapes remembered; later new shapes are always windowed
+#: After this many counted-only copies, a shape's stem is blanked from the search in bulk
+#: (:mod:`diagnose.ingest.flood`): a flood, not a warning seen a few times.
+LEARN_FLOOD_AFTER = 64
 _SHAPE_HEX = re.compile(rb"0x[0-9a-fA-F]+")
 
 
@@ -451,7 +455,7 @@ def scan(
     workers = _search_threads() if threads is None else max(0, threads)
     if workers == 0:
         for buf, lo, hi in pieces:
-            scanner.feed(buf, lo, hi)
+            scanner.feed(buf, lo, hi, masked=scanner.mask(buf, lo, hi))
         return scanner.result(read.total)
     # RE2 releases the GIL while it searches, so threads search the next chunks for their
     # first hit while this thread counts the current chunk's lines and builds its windows
@@ -459,11 +463,15 @@ def scan(
     from concurrent.futures import ThreadPoolExecutor
 
     union = scanner.union
-    ahead: deque[tuple[bytes, int, int, Any]] = deque()
+    ahead: deque[tuple[bytes, int, int, Any, Masked | None]] = deque()
     with ThreadPoolExecutor(max_workers=workers) as pool:
         for buf, lo, hi in pieces:
             big = hi - lo >= _AHEAD_MIN
-            ahead.append((buf, lo, hi, pool.submit(union.search, buf, lo, hi - 1) if big else None))
+            # masked with the stems known now: a stem learned later applies from a later piece
+            masked = scanner.mask(buf, lo, hi)
+            sbuf = buf if masked is None else masked.search_buf
+            first = pool.submit(union.search, sbuf, lo, hi - 1) if big else None
+            ahead.append((buf, lo, hi, first, masked))
             if len(ahead) > workers:
                 _feed_searched(scanner, ahead.popleft())
         while ahead:
@@ -509,15 +517,44 @@ class _Scanner:
         # The last counted-only hits: a later window's leading context may take them in, and
         # then they are that window's lines, not counted twice.
         self.recent_counted: deque[tuple[int, bytes]] = deque(maxlen=max(1, before))
+        self.flood = FloodMask(
+            lambda text: union.search(text, 0, len(text)) is not None,
+            lambda text: context is not None and context.search(text, 0, len(text)) is not None,
+        )
+        # stem -> [first, end): the lines of the pieces searched with it blanked (its copies
+        # there are counted in bulk, and a window that takes one in takes it back)
+        self.blanked: dict[bytes, list[int]] = {}
 
-    def feed(self, buf: bytes, lo: int, hi: int, first_hit: Any = _NOT_SEARCHED) -> None:
+    def mask(self, buf: bytes, lo: int, hi: int) -> Masked | None:
+        """The piece as the search should see it (``None``: as it is, no flood learned)."""
+        return self.flood.mask(buf, lo, hi) if self.flood.stems else None
+
+    def feed(
+        self,
+        buf: bytes,
+        lo: int,
+        hi: int,
+        first_hit: Any = _NOT_SEARCHED,
+        masked: Masked | None = None,
+    ) -> None:
         """Process ``buf[lo:hi]``: whole lines, the last one ending in ``\\n`` at ``hi - 1``.
 
-        ``first_hit`` is ``union.search(buf, lo, hi - 1)`` when a thread already ran it.
+        ``first_hit`` is ``union.search(buf, lo, hi - 1)`` when a thread already ran it;
+        ``masked`` is :meth:`mask`'s view of the piece, searched instead of ``buf``.
         """
         self.lo = lo
         end = hi - 1  # the final newline
         pos, line_no = lo, self.line_base
+        sbuf = buf
+        in_use = masked.stems if masked is not None else ()
+        for stem, lines in self.blanked.items():
+            if stem not in in_use and lines[1] > line_no:
+                lines[1] = line_no  # retired: copies from here on are counted one by one
+        if masked is not None:
+            sbuf = masked.search_buf
+            for stem in in_use:
+                self.blanked.setdefault(stem, [line_no, sys.maxsize])
+            self._count_blanked(buf, lo, masked)
         if self.open is not None and not self.open.stopped:
             pos, line_no = self._extend(buf, pos, line_no, end)
         span = self.union.span
@@ -534,7 +571,7 @@ class _Scanner:
                 # no hit in [lo, end) means none in [pos, end) either
                 hs, he = (-1, -1) if first_hit is None else (first_hit.start(), first_hit.end())
             else:
-                hs, he = span(buf, pos, end)
+                hs, he = span(sbuf, pos, end)
             first_hit = _NOT_SEARCHED
             if hs < 0:
                 break
@@ -545,7 +582,7 @@ class _Scanner:
             if found not in trigger_set and found.lower() not in trigger_set:
                 # a context literal came first on this line; a trigger may still follow
                 self._note_context(line_no, buf[start:stop])
-                if self.trigger.search(buf, he, stop) is None:
+                if self.trigger.search(sbuf, he, stop) is None:
                     pos, line_no = stop + 1, line_no + 1
                     continue
             shape = had_windows(buf[start:stop])
@@ -558,6 +595,8 @@ class _Scanner:
                     else:
                         counted[0] += 1
                         counted[2] = line_no
+                        if counted[0] == LEARN_FLOOD_AFTER:
+                            self.flood.learn(buf[start:stop], hs - start, he - start, shape)
                     recent.append((line_no, shape))
                     pos, line_no = stop + 1, line_no + 1
                     continue
@@ -567,6 +606,38 @@ class _Scanner:
         self._remember_tail(buf, end)
         # lines before ``pos`` were counted on the way; count the rest in one pass
         self.line_base = line_no + buf.count(b"\n", pos, hi)
+        if masked is not None:
+            for stem, (_, _, last) in masked.found.items():
+                # the last copy is near the piece's end in a flood: count from that end
+                at = self.line_base - 1 - buf.count(b"\n", last, end)
+                counted = self.repeats[self.flood.shape_of[stem]]
+                counted[2] = max(counted[2], at)
+
+    def _count_blanked(self, buf: bytes, lo: int, masked: Masked) -> None:
+        """Count the stem copies blanked from this piece as their shapes' repeats, before
+        any window reads the piece: a window that takes a copy in takes it back
+        (:meth:`_take_back`), and :meth:`feed` sets the last line once it is known."""
+        for stem, (count, first, _) in masked.found.items():
+            shape = self.flood.shape_of[stem]
+            at = self.line_base + buf.count(b"\n", lo, first)  # near the start in a flood
+            counted = self.repeats.get(shape)
+            if counted is None:
+                self.repeats[shape] = [count, at, at]
+            else:
+                counted[0] += count
+                counted[1] = min(counted[1], at)
+
+    def _take_back(self, line_no: int, raw: bytes) -> None:
+        """A window holds line ``line_no``: its blanked stem copies are not counted repeats."""
+        for stem in stems_in(raw, tuple(self.blanked)):
+            first, end = self.blanked[stem]
+            if first <= line_no < end:
+                shape = self.flood.shape_of[stem]
+                counted = self.repeats.get(shape)
+                if counted is not None:
+                    counted[0] -= 1
+                    if counted[0] <= 0:
+                        del self.repeats[shape]
 
     def _uncount_from(self, first_line: int) -> None:
         """Take back the counted-only hits from ``first_line`` on: a window holds them now."""
@@ -583,7 +654,7 @@ class _Scanner:
         prev = self.open
         if prev is not None and prev.last >= want - 1:
             want = prev.last + 1
-        context = self._lines_before(buf, start, line_no - want)
+        context = self._lines_before(buf, start, line_no - want, line_no)
         self._uncount_from(line_no - len(context))
         if prev is not None and prev.last + 1 == line_no - len(context):
             prev.stopped = False
@@ -594,8 +665,9 @@ class _Scanner:
         self._close()
         self.open = _Open(line_no - len(context), context, sum(len(s) for s in context))
 
-    def _lines_before(self, buf: bytes, start: int, count: int) -> list[str]:
-        """The ``count`` raw lines before offset ``start`` (from earlier buffers if needed)."""
+    def _lines_before(self, buf: bytes, start: int, count: int, line_no: int) -> list[str]:
+        """The ``count`` raw lines before offset ``start`` (line ``line_no``), from earlier
+        buffers if needed."""
         out: list[bytes] = []
         pos, lo = start, self.lo
         while len(out) < count and pos > lo:
@@ -606,6 +678,9 @@ class _Scanner:
             need = count - len(out)
             out.extend(reversed(list(self.tail)[-need:]))
         out.reverse()
+        if self.blanked:
+            for number, raw in enumerate(out, line_no - len(out)):
+                self._take_back(number, raw)
         return [_decode(x) for x in out]
 
     def _extend(
@@ -642,6 +717,8 @@ class _Scanner:
                 blanks = 0
             else:
                 return self._stop(begin, line_no)
+            if self.blanked:
+                self._take_back(line_no, raw)
             text = _decode(raw)
             win.lines.append(text)
             win.size += len(text)
@@ -854,9 +931,9 @@ def _search_threads() -> int:
     return 2 if (cores or 1) > 1 else 0
 
 
-def _feed_searched(scanner: _Scanner, item: tuple[bytes, int, int, Any]) -> None:
-    buf, lo, hi, future = item
+def _feed_searched(scanner: _Scanner, item: tuple[bytes, int, int, Any, Masked | None]) -> None:
+    buf, lo, hi, future, masked = item
     if future is None:
-        scanner.feed(buf, lo, hi)
+        scanner.feed(buf, lo, hi, masked=masked)
     else:
-        scanner.feed(buf, lo, hi, first_hit=future.result())
+        scanner.feed(buf, lo, hi, first_hit=future.result(), masked=masked)
