@@ -238,7 +238,39 @@ def lived_spans(regions: Sequence[Region], lines: Sequence[LogLine] = ()) -> lis
     # "Failed to import from vllm._C": vllm-project/vllm#5501).
     after = max(regions[last_crash].lines[1] if last_crash >= 0 else 0, gave_up)
     spans += [run for run in _mild_runs(lines) if run[0] > after]
+    # So do records whose own text gives a warning level where no logger prefix gave one
+    # (Python's "path.py:14: UserWarning: ...", "[W ...]", "WARNING: ..."; mild-records
+    # entries marked level_in_text), with the indented source line warnings.warn prints
+    # under each: AutoAWQ warns that its kernels cannot load and goes on
+    # (casper-hansen/AutoAWQ#579, round 203).
+    spans += [run for run in _warned_in_text(lines) if run[0] > after]
     return spans
+
+
+def _warned_in_text(lines: Sequence[LogLine]) -> list[tuple[int, int]]:
+    """The spans of consecutive warning records (by their own text) and the indented lines
+    under them."""
+    mild = vocabulary("mild-records")
+    runs: list[tuple[int, int]] = []
+    start = last = -1
+    for ln in lines:
+        record = None
+        if ln.level is None or ln.level in _MILD_LEVELS:  # not logged as ERROR or worse
+            record = mild.search(ln.text.lstrip())
+        if record is not None and record.attribute("level_in_text"):
+            if start < 0 or ln.number > last + 1:
+                if start >= 0:
+                    runs.append((start, last))
+                start = ln.number
+            last = ln.number
+        elif start >= 0 and ln.number == last + 1 and ln.text[:1] in (" ", "\t"):
+            last = ln.number  # the source line under a warnings.warn record
+        elif start >= 0:
+            runs.append((start, last))
+            start = -1
+    if start >= 0:
+        runs.append((start, last))
+    return runs
 
 
 def _mild_runs(lines: Sequence[LogLine]) -> list[tuple[int, int]]:

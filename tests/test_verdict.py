@@ -542,6 +542,30 @@ def test_a_known_failure_its_logger_called_a_warning_is_not_fatal() -> None:
     assert diagnose_text(log.replace("WARNING 03-01", "ERROR 03-01")).fatal is True
 
 
+def test_a_known_failure_only_python_warnings_report_is_not_fatal() -> None:
+    """warnings.warn records (and the source line printed under each) ended nothing; the
+    same message raised is fatal."""
+    from diagnose.api import diagnose_text
+
+    warned = "".join(
+        f"/venv/lib/python3.10/site-packages/awq/modules/linear/{k}.py:14: UserWarning: "
+        f"AutoAWQ could not load {k} kernels extension. Details: libcudart.so.12: cannot open "
+        "shared object file: No such file or directory\n"
+        f'  warnings.warn(f"AutoAWQ could not load {k} kernels extension. Details: {{ex}}")\n'
+        for k in ("gemm", "gemv")
+    )
+    d = diagnose_text(warned)
+    assert d.cause == "abi-mismatch" and d.fatal is False
+    raised = (
+        "Traceback (most recent call last):\n"
+        '  File "/srv/app.py", line 3, in <module>\n'
+        "    import awq_ext\n"
+        "ImportError: libcudart.so.12: cannot open shared object file: No such file or directory\n"
+    )
+    assert diagnose_text(raised).fatal is True
+    assert diagnose_text(warned + raised).fatal is True  # a crash after the warnings
+
+
 def test_what_only_records_below_error_say_ended_nothing() -> None:
     from diagnose.api import diagnose_text
 
