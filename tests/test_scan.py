@@ -429,10 +429,9 @@ def test_blanking_a_learned_flood_counts_every_copy_and_keeps_every_crash(
     flood copy is either in a window or counted (the first and last copies bound them), every
     crash keeps its whole window.  Bulk opens no more windows: line by line, a copy that
     ends a chunk is windowed because its next line is not known yet."""
+    import diagnose.ingest.flood as flood_module
     import diagnose.ingest.scan as scan_module
     from diagnose.ingest.flood import FloodMask
-
-    import diagnose.ingest.flood as flood_module
 
     learned: list[bytes] = []
     retired: set[bytes] = set()
