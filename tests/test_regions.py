@@ -1211,3 +1211,28 @@ def test_a_compiler_report_with_its_source_line_and_caret_is_one_region() -> Non
     )
     regions = find_regions(normalize(text))
     assert len(regions) == 1 and regions[0].lines == (1, 4)
+
+
+@pytest.mark.parametrize("blank", ["\n", ""])
+def test_a_cause_chain_under_an_error_is_part_of_its_region(blank: str) -> None:
+    """Rust's anyhow prints the causes under "Caused by:", after a blank line; the region
+    holds them, and a second, unrelated error after another blank line is its own."""
+    text = (
+        "Error: Could not create backend\n"
+        f"{blank}"
+        "Caused by:\n"
+        "    0: Could not start backend\n"
+        "    1: Runtime compute cap 75 is not compatible with compile time compute cap 80\n"
+        "\n\n"
+        "INFO restarting\n"
+        "RuntimeError: frobnication failed"
+    )
+    first, second = find_regions(_lines(text))
+    cause = (
+        text.split("\n").index(
+            "    1: Runtime compute cap 75 is not compatible with compile time compute cap 80"
+        )
+        + 1
+    )
+    assert first.lines[0] == 1 and first.lines[1] == cause
+    assert second.message == "RuntimeError: frobnication failed"

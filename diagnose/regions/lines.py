@@ -133,6 +133,10 @@ MARKER_RE = lazy(r"\s*[~^]+\s*$")
 # a "Label: number" fact ("Required: 139264  Hardware limit: 101376", Triton's OutOfResources
 # text), or the advice sentence that ends such a message ("Reducing block sizes or
 # `num_stages` may help.").  Outside a traceback these used to end the region.
+# The header of a cause chain under an error: Rust's anyhow/eyre ("Error: Could not create
+# backend", a blank line, "Caused by:", then the causes indented; text-embeddings-inference,
+# candle, mistral.rs) and Java's "Caused by: java.lang.X: ...".
+CAUSED_BY_RE = lazy(r"\s*Caused by:")
 CONTINUATION_RE = lazy(
     # the number must end at a space: "node:123:456 [0] NCCL WARN ..." is a new record
     r"[-+]?\d[\d.,]*(?:\s|$)|[A-Za-z][\w ]{0,30}:\s+[-+]?\d[\d.,]*(?:[\sxX%]|$)"

@@ -25,6 +25,7 @@ from diagnose.regions.lines import (
     ASAN_END_RE,
     BLANK,
     C10HDR,
+    CAUSED_BY_RE,
     CHAIN,
     CODE,
     CONTINUATION_RE,
@@ -595,6 +596,10 @@ class Stream:
                 break  # another record of its logger, at another level: not this message
             elif c in (CODE, HINT) or (c == OTHER and self._bridges(j)):
                 j += 1
+            elif self._caused_by(j):
+                # the error's cause chain ("Caused by:" and the causes indented under it),
+                # also past the one blank line anyhow prints before it
+                j = self.nxt[j] + 1
             elif c == OTHER and budget > 0 and self._continues(j):
                 budget -= 1
                 j += 1
@@ -618,6 +623,11 @@ class Stream:
             if below:
                 text = f"{text}: {below}"
         return _Found(kind, i, end, message, text, self._cut_at_end(end))
+
+    def _caused_by(self, j: int) -> bool:
+        """Line ``j``, or the first line after the blank lines at ``j``, opens a cause chain."""
+        k = self.nxt[j] if self.cls[j] == BLANK else j
+        return k < self.n and k - j <= 1 and CAUSED_BY_RE.match(self._text(k)) is not None
 
     def _new_level(self, i: int, j: int) -> bool:
         """Line ``j`` is a record its logger's prefix gave a level other than line ``i``'s.
