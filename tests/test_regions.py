@@ -1236,3 +1236,18 @@ def test_a_cause_chain_under_an_error_is_part_of_its_region(blank: str) -> None:
     )
     assert first.lines[0] == 1 and first.lines[1] == cause
     assert second.message == "RuntimeError: frobnication failed"
+
+
+def test_xformers_reasons_for_each_operator_are_part_of_its_region() -> None:
+    text = (
+        "NotImplementedError: No operator found for `memory_efficient_attention_forward` with inputs:\n"
+        "     query       : shape=(1, 128, 8, 64) (torch.float16)\n"
+        "\n"
+        "`fa3F@0.0.0` is not supported because:\n"
+        "    requires device with capability <= (9, 0) but your GPU has capability (12, 0) (too new)\n"
+        "\n"
+        "`fa2F@0.0.0` is not supported because:\n"
+        "    operator wasn't built"
+    )
+    region = _one(text)
+    assert region.lines == (1, 8)
