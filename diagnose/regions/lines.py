@@ -129,16 +129,16 @@ EGROUP_SEP_RE = lazy(r"\s*\+[-+]*-{3,} \d+ -{3,}\s*$")
 DASH_RULE_RE = lazy(r"-{20,}\s*$")
 # Python 3.11+ column markers under a source line.
 MARKER_RE = lazy(r"\s*[~^]+\s*$")
-# An unindented line that carries on the error message before it: figures ("139264 bytes"),
-# a "Label: number" fact ("Required: 139264  Hardware limit: 101376", Triton's OutOfResources
-# text), or the advice sentence that ends such a message ("Reducing block sizes or
-# `num_stages` may help.").  Outside a traceback these used to end the region.
 # The header of a cause chain under an error: Rust's anyhow/eyre ("Error: Could not create
 # backend", a blank line, "Caused by:", then the causes indented; text-embeddings-inference,
 # candle, mistral.rs), Java's "Caused by: java.lang.X: ...", and xFormers' dispatcher, which
 # lists each operator it ruled out ("`fa3F@0.0.0` is not supported because:" and the reasons
 # indented, a blank line between operators; YanWenKun/ComfyUI-Windows-Portable#134).
 CAUSED_BY_RE = lazy(r"\s*(?:Caused by:|`[\w@.+-]{1,60}` is not supported because:)")
+# An unindented line that carries on the error message before it: figures ("139264 bytes"),
+# a "Label: number" fact ("Required: 139264  Hardware limit: 101376", Triton's OutOfResources
+# text), or the advice sentence that ends such a message ("Reducing block sizes or
+# `num_stages` may help.").  Outside a traceback these used to end the region.
 CONTINUATION_RE = lazy(
     # the number must end at a space: "node:123:456 [0] NCCL WARN ..." is a new record
     r"[-+]?\d[\d.,]*(?:\s|$)|[A-Za-z][\w ]{0,30}:\s+[-+]?\d[\d.,]*(?:[\sxX%]|$)"
