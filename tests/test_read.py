@@ -285,3 +285,44 @@ def test_read_text_memory_about_twice_the_input(tmp_path: Path) -> None:
         tracemalloc.stop()
     assert text.endswith(dropped_marker(size - MAX_LINE_CHARS) + "\n")
     assert peak < 2.3 * size
+
+
+class _ReadOnly:
+    """A file-like object with read() alone, as some callers hand in."""
+
+    def __init__(self, data: bytes) -> None:
+        self._inner = io.BytesIO(data)
+
+    def read(self, size: int = -1) -> bytes:
+        return self._inner.read(size)
+
+
+@pytest.mark.parametrize("size", [0, 1, 4095, 4096, 4097, 3 * 1024 * 1024 + 17])
+@pytest.mark.parametrize("kind", ["file", "bytesio", "read-only", "pipe"])
+def test_every_byte_comes_through_after_the_sniffed_head(
+    kind: str, size: int, tmp_path: Path
+) -> None:
+    """The head read to sniff the magic is replayed, then the rest is read straight into the
+    caller's buffer where the stream has readinto, through read() where it does not."""
+    data = bytes((i * 7 + i // 4096) % 251 for i in range(size))
+    if kind == "file":
+        path = tmp_path / "log"
+        path.write_bytes(data)
+        with open_source(str(path)) as stream:
+            assert stream.read() == data
+        return
+    if kind == "pipe":
+        r, w = os.pipe()
+        with os.fdopen(w, "wb") as out:  # a pipe holds 64 KiB: write from a child thread
+            import threading
+
+            writer = threading.Thread(target=lambda: (out.write(data), out.close()))
+            writer.start()
+            with os.fdopen(r, "rb") as pipe, open_source(pipe) as stream:
+                got = b"".join(iter(lambda: stream.read(1 << 16), b""))
+            writer.join()
+        assert got == data
+        return
+    source = io.BytesIO(data) if kind == "bytesio" else _ReadOnly(data)
+    with open_source(source) as stream:  # type: ignore[arg-type]
+        assert stream.read() == data
