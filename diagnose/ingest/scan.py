@@ -333,7 +333,7 @@ class FastSearch:
         self._match = getattr(getattr(pattern, "_regexp", None), "Match", None)
 
     def search(self, buf: bytes, pos: int = 0, endpos: int | None = None) -> Any:
-        if self._match is None or self._anchor is None or not isinstance(buf, bytes):
+        if self._match is None or self._anchor is None or not isinstance(buf, (bytes, bytearray)):
             return self.pattern.search(buf, pos, endpos)
         size = len(buf)
         pos = max(0, min(pos, size))
@@ -545,7 +545,7 @@ class _Scanner:
         self.lo = lo
         end = hi - 1  # the final newline
         pos, line_no = lo, self.line_base
-        sbuf = buf
+        sbuf: bytes | bytearray = buf
         in_use = masked.stems if masked is not None else ()
         for stem, lines in self.blanked.items():
             if stem not in in_use and lines[1] > line_no:
