@@ -9,10 +9,10 @@ looks at it from Python: about 5 us a copy, most of a flood log's time
 Once a shape is known to flood, :class:`FloodMask` learns its *stem*: the digit-free run of
 the line around the trigger that made it a hit (``" is preempted by PreemptionMode.RECOMPUTE
 mode because there is not enough KV cache space. ..."``), which every copy repeats byte for
-byte whatever its numbers. Each later chunk is searched in a copy where every occurrence
-of a stem is overwritten with filler of the same length (``bytes.replace`` at C speed, so
-offsets and line numbers are unchanged), and the copies are counted with ``bytes.count``.
-The text a window shows always comes from the original chunk.
+byte whatever its numbers. Each later chunk is searched in a writable copy where every
+occurrence of a stem is overwritten with filler of the same length (found with
+``bytes.find`` at C speed; offsets and line numbers are unchanged), and counted as it is
+found. The text a window shows always comes from the original chunk.
 
 A stem is learned only when it is safe to stop seeing it:
 
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-__all__ = ["MAX_STEMS", "MIN_STEM", "FloodMask", "Masked"]
+__all__ = ["MAX_STEMS", "MIN_STEM", "FloodMask", "Masked", "stem_of", "stems_in"]
 
 #: A stem shorter than this could be a phrase of other messages too.
 MIN_STEM = 24
