@@ -251,38 +251,41 @@ def _warned_in_text(lines: Sequence[LogLine]) -> list[tuple[int, int]]:
     """The spans of consecutive warning records (by their own text) and the indented lines
     under them."""
     mild = vocabulary("mild-records")
+
+    def warned(ln: LogLine) -> bool:
+        if ln.level is not None and ln.level not in _MILD_LEVELS:
+            return False  # logged as ERROR or worse
+        record = mild.search(ln.text.lstrip())
+        return record is not None and bool(record.attribute("level_in_text"))
+
+    def source_line(ln: LogLine, last: int) -> bool:  # what warnings.warn prints under one
+        return ln.number == last + 1 and ln.text[:1] in (" ", "\t")
+
+    return _runs(lines, warned, source_line)
+
+
+def _mild_runs(lines: Sequence[LogLine]) -> list[tuple[int, int]]:
+    """The spans of consecutive lines whose logger level is below ERROR."""
+    return _runs(lines, lambda ln: ln.level in _MILD_LEVELS)
+
+
+def _runs(
+    lines: Sequence[LogLine],
+    member: Callable[[LogLine], bool],
+    carries_on: Callable[[LogLine, int], bool] = lambda _ln, _last: False,
+) -> list[tuple[int, int]]:
+    """The spans of consecutive ``member`` lines; ``carries_on(line, last)`` lets a line that
+    is not one extend the span it follows."""
     runs: list[tuple[int, int]] = []
     start = last = -1
     for ln in lines:
-        record = None
-        if ln.level is None or ln.level in _MILD_LEVELS:  # not logged as ERROR or worse
-            record = mild.search(ln.text.lstrip())
-        if record is not None and record.attribute("level_in_text"):
+        if member(ln):
             if start < 0 or ln.number > last + 1:
                 if start >= 0:
                     runs.append((start, last))
                 start = ln.number
             last = ln.number
-        elif start >= 0 and ln.number == last + 1 and ln.text[:1] in (" ", "\t"):
-            last = ln.number  # the source line under a warnings.warn record
-        elif start >= 0:
-            runs.append((start, last))
-            start = -1
-    if start >= 0:
-        runs.append((start, last))
-    return runs
-
-
-def _mild_runs(lines: Sequence[LogLine]) -> list[tuple[int, int]]:
-    """The spans of consecutive lines whose logger level is below ERROR."""
-    runs: list[tuple[int, int]] = []
-    start = last = -1
-    for ln in lines:
-        if ln.level in _MILD_LEVELS:
-            if start < 0 or ln.number > last + 1:
-                if start >= 0:
-                    runs.append((start, last))
-                start = ln.number
+        elif start >= 0 and carries_on(ln, last):
             last = ln.number
         elif start >= 0 and ln.number != last:
             runs.append((start, last))
