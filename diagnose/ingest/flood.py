@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-__all__ = ["MAX_STEMS", "MIN_STEM", "FloodMask", "Masked", "stem_of", "stems_in"]
+__all__ = ["MAX_STEMS", "MIN_STEM", "FloodMask", "Masked", "stem_of"]
 
 #: A stem shorter than this could be a phrase of other messages too.
 MIN_STEM = 24
@@ -137,13 +137,3 @@ class FloodMask:
 def _filler(size: int) -> bytes:
     # NUL bytes: no trigger, readiness phrase or frame marker holds one, and no newline
     return b"\0" * size
-
-
-def stems_in(raw: bytes, stems: tuple[bytes, ...]) -> list[bytes]:
-    """The stems ``raw`` (one line) holds, each once per copy."""
-    out: list[bytes] = []
-    for stem in stems:
-        n = raw.count(stem)
-        if n:
-            out.extend([stem] * n)
-    return out

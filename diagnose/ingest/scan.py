@@ -37,7 +37,7 @@ from itertools import pairwise
 from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple
 
 from diagnose.framelines import FRAME_START
-from diagnose.ingest.flood import FloodMask, Masked, stems_in
+from diagnose.ingest.flood import FloodMask, Masked
 from diagnose.ingest.normalize import HOST_LABEL, JSON_TEXT_KEYS
 from diagnose.ingest.read import WHOLE_INPUT_LIMIT
 from diagnose.records import record
@@ -629,15 +629,14 @@ class _Scanner:
 
     def _take_back(self, line_no: int, raw: bytes) -> None:
         """A window holds line ``line_no``: its blanked stem copies are not counted repeats."""
-        for stem in stems_in(raw, tuple(self.blanked)):
-            first, end = self.blanked[stem]
-            if first <= line_no < end:
-                shape = self.flood.shape_of[stem]
-                counted = self.repeats.get(shape)
-                if counted is not None:
-                    counted[0] -= 1
-                    if counted[0] <= 0:
-                        del self.repeats[shape]
+        for stem, (first, end) in self.blanked.items():
+            copies = raw.count(stem) if first <= line_no < end else 0
+            shape = self.flood.shape_of[stem]
+            counted = self.repeats.get(shape)
+            if copies and counted is not None:
+                counted[0] -= copies
+                if counted[0] <= 0:
+                    del self.repeats[shape]
 
     def _uncount_from(self, first_line: int) -> None:
         """Take back the counted-only hits from ``first_line`` on: a window holds them now."""
