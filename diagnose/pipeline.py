@@ -121,7 +121,8 @@ def _parse_streamed(
     assert bounded.stream is not None
     head = normalize(bounded.head)
     head = head[:-1] if head else head  # the last head line may be cut mid-line
-    result = scan(bounded.stream, context_literals=ready_phrases(), folded_triggers=triggers)
+    # Readiness lines are context and barriers: a window ends at one, as in the stream.
+    result = scan(bounded.stream, barriers=ready_phrases(), folded_triggers=triggers)
     lines: list[LogLine] = []
     regions: list[Region] = []
     for first_line, raw_lines in result.windows:

@@ -8,14 +8,17 @@ logging handler).
 
 How it stays cheap and bounded:
 
-* Healthy lines cost one pass of RE2's literal automaton over each chunk (the scanner's
-  ``TRIGGERS`` plus the readiness phrases); only lines near a hit are decoded.
-* A crash window opens at a hit with ``before`` lines of context and grows while lines hit,
-  continue a traceback (indented, ``File "..."``, ``frame #N``) or sit within ``settle_lines``
-  of the last such line.  It is *complete* after ``settle_lines`` quiet lines, when the
-  stream goes quiet (``idle``), at a readiness line, or at the end; then only that window
-  is normalised, split into regions and matched, and its memory is released.  A window is
-  cut at ``max_window_lines`` / ``max_window_bytes``, so memory never grows with the log.
+* Windows are cut by the same :class:`diagnose.ingest.scan.WindowCutter` as the big-file
+  scan: healthy lines cost one pass of RE2's literal automaton over each chunk (the
+  triggers, the rule base's literal guards and the readiness phrases); only lines near a
+  hit are decoded.  A window opens at a hit with ``before`` lines of context, grows while
+  lines hit, continue a traceback (indented, ``File "..."``, ``frame #N``) or fall within
+  ``after`` lines of a hit, and takes in a later hit whose context reaches it.  It is
+  *complete* when a hit out of its reach opens another, after ``settle_lines`` quiet lines,
+  when the stream goes quiet (``idle``), at a readiness line, or at the end; then only that
+  window is normalised, split into regions and matched, and its memory is released.  A
+  window is cut at ``max_window_lines`` / ``max_window_bytes`` and the rest of its block
+  passed over, so memory never grows with the log.
 * Log-wide context (server args, GPUs, versions) comes from the first ``context_head_lines``
   lines, where servers print it, capped at ``_MAX_CONTEXT_LINES`` lines.
 * The same failure printed by several ranks in separate windows is reported once: a
@@ -23,9 +26,9 @@ How it stays cheap and bounded:
   already reported within ``dedupe_lines`` lines is dropped and counted in ``stats``; one
   the program survived is reported once per stream.
 * A hit line whose shape (numbers masked) already opened ``REPEAT_WINDOWS`` windows opens
-  none (:class:`diagnose.ingest.scan.RepeatCounter`, shared with the scan), unless the next
-  line continues a block: a warning flood is counted in ``stats.counted``, not diagnosed
-  100,000 times.
+  none, unless the next line continues a block, and a flood's learned stem is blanked from
+  the search in bulk (:mod:`diagnose.ingest.flood`): a warning flood is counted in
+  ``stats.counted``, not diagnosed 100,000 times.
 """
 
 from __future__ import annotations
@@ -35,28 +38,28 @@ import os
 import select
 import stat
 import time
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, TypeAlias
+from typing import IO, TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
 from diagnose.ingest.scan import (
-    TRIGGERS,
     WINDOW_AFTER,
     WINDOW_BEFORE,
     FastSearch,
-    RepeatCounter,
-    SplitSearch,
-    continues_block,
+    Window,
     literal_pattern,
     search_pool,
-    trigger_pattern,
+    window_cutter,
 )
 from diagnose.records import record
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     from diagnose.context import LogContext
+    from diagnose.ingest.flood import Masked
+    from diagnose.ingest.scan import WindowCutter
     from diagnose.report import Diagnosis
 
 __all__ = [
@@ -76,9 +79,8 @@ _MAX_LINE = 1 << 20
 _MAX_CONTEXT_LINES = 500
 _CHUNK = 4 << 20
 _FILE_CHUNK = 16 << 20
-# A buffer this big is searched in _SPLIT_PARTS segments at once (see _searcher).
+# A file chunk this big has its first hit searched ahead in a thread (see _search_ahead).
 _SPLIT_MIN = 1 << 20
-_SPLIT_PARTS = 4
 _BATCH_SECONDS = 0.1
 
 # Readiness phrases that mean "serving now".  sglang's uvicorn prints "Application startup
@@ -164,6 +166,15 @@ def _decode(raw: bytes) -> str:
     return raw.decode("utf-8", errors="replace")
 
 
+class _Ahead(NamedTuple):
+    """A chunk's whole lines ``[lo, hi)`` with their first hit searched in a thread."""
+
+    lo: int
+    hi: int
+    first: Future[Any]
+    masked: Masked | None
+
+
 class StreamDiagnoser:
     """The incremental engine behind :func:`iter_diagnoses`.
 
@@ -173,6 +184,12 @@ class StreamDiagnoser:
     again at 1).  Each returns the events that became ready, in line order.  Not
     thread-safe: one engine per stream.
     """
+
+    # reset by _reset_position (a restarted file starts them afresh)
+    _carry: bytes
+    _skipping: bool
+    _cutter: WindowCutter
+    _held: Window | None
 
     def __init__(
         self,
@@ -204,17 +221,11 @@ class StreamDiagnoser:
         self._phrases = tuple((p, p.encode()) for p in phrases)
         from diagnose.engine import rule_triggers
 
-        folded = rule_triggers(self.rule_dirs)
-        self._trigger = FastSearch(re2.compile(trigger_pattern(TRIGGERS, folded)))
-        self._ready = FastSearch(re2.compile(literal_pattern(phrases)))
-        self._any = FastSearch(re2.compile(trigger_pattern((*TRIGGERS, *phrases), folded)))
+        self._folded = rule_triggers(self.rule_dirs)
         from diagnose.context import CONTEXT_LITERALS
 
         self._context_re = FastSearch(re2.compile(literal_pattern(CONTEXT_LITERALS)))
-        self._next_line = 1  # number of the first line of the next buffer
-        self._repeat = RepeatCounter()  # a restarted file floods anew
-        self._carry = b""
-        self._skipping = False
+        self._out: list[Diagnosis | Ready] = []  # events of the call under way, in line order
         self._reset_position()
         self._context_raw: list[tuple[int, str]] = []
         self._head_context: LogContext | None = None
@@ -229,8 +240,8 @@ class StreamDiagnoser:
         raw = data.encode("utf-8", "replace") if isinstance(data, str) else bytes(data)
         return self._feed(raw, None)
 
-    def _feed(self, raw: bytes, ahead: SplitSearch | None) -> list[Diagnosis | Ready]:
-        """:meth:`feed` for bytes; ``ahead`` is :meth:`_search_ahead`'s plan for ``raw``.
+    def _feed(self, raw: bytes, ahead: _Ahead | None) -> list[Diagnosis | Ready]:
+        """:meth:`feed` for bytes; ``ahead`` is :meth:`_search_ahead`'s search of ``raw``.
 
         The chunk is processed where it lies: the carried partial line is finished with the
         chunk's first line as a small piece of its own, so the chunk is never copied.
@@ -238,12 +249,11 @@ class StreamDiagnoser:
         if not raw:
             return []
         self.stats.bytes += len(raw)
-        out: list[Diagnosis | Ready] = []
         lo = 0
         if self._skipping:
             nl = raw.find(b"\n")
             if nl == -1:
-                return out
+                return self._take()
             lo, self._skipping = nl + 1, False
         if self._carry or ahead is not None:
             nl = raw.find(b"\n", lo)
@@ -253,46 +263,49 @@ class StreamDiagnoser:
             else:
                 line = self._carry + raw[lo : nl + 1]
                 self._carry, lo = b"", nl + 1
-                self._process(line, 0, len(line), out)
+                self._process(line, 0, len(line))
         cut = raw.rfind(b"\n", lo)
         if cut != -1:
-            if ahead is not None and ahead.bounds[0] == lo and ahead.bounds[-1] == cut + 1:
-                self._process(raw, lo, cut + 1, out, ahead)
+            if ahead is not None and ahead.lo == lo and ahead.hi == cut + 1:
+                self._process(raw, lo, cut + 1, ahead)
             else:
-                self._process(raw, lo, cut + 1, out)
+                self._process(raw, lo, cut + 1)
             lo = cut + 1
         if lo < len(raw):
             self._carry += raw[lo:]
         if len(self._carry) >= _MAX_LINE:
-            self._process(self._carry[:_MAX_LINE] + b"\n", 0, _MAX_LINE + 1, out)
+            self._process(self._carry[:_MAX_LINE] + b"\n", 0, _MAX_LINE + 1)
             self._carry, self._skipping = b"", True
-        return out
+        self._cutter.settle(self.settle)
+        return self._take()
 
-    def _search_ahead(self, raw: bytes) -> SplitSearch | None:
+    def _search_ahead(self, raw: bytes) -> _Ahead | None:
         """Start searching ``raw``'s whole lines after its first (what :meth:`_feed` will
-        process in place) in threads, before the chunk before it is processed."""
+        process in place) for their first hit in a thread, before the chunk before it is
+        processed (RE2 runs without the GIL)."""
         pool = search_pool()
         if pool is None or len(raw) < _SPLIT_MIN:
             return None
         lo, cut = raw.find(b"\n") + 1, raw.rfind(b"\n")
         if lo == 0 or cut + 1 <= lo:
             return None
-        return SplitSearch(self._any, raw, lo, cut + 1, pool, _SPLIT_PARTS)
+        cutter = self._cutter
+        masked = cutter.mask(raw, lo, cut + 1)
+        sbuf = raw if masked is None else masked.search_buf
+        return _Ahead(lo, cut + 1, pool.submit(cutter.union.search, sbuf, lo, cut), masked)
 
     def idle(self) -> list[Diagnosis | Ready]:
         """The stream went quiet: complete the open crash window (a held partial line waits)."""
-        out: list[Diagnosis | Ready] = []
-        self._complete(out)
-        return out
+        self._cutter.flush()
+        self._release_held()
+        return self._take()
 
     def close(self) -> list[Diagnosis | Ready]:
         """End of stream: the last partial line counts as a line; complete every window."""
-        out: list[Diagnosis | Ready] = []
         if self._carry:
             line, self._carry = self._carry + b"\n", b""
-            self._process(line, 0, len(line), out)
-        self._complete(out)
-        return out
+            self._process(line, 0, len(line))
+        return self.idle()
 
     def restart(self) -> list[Diagnosis | Ready]:
         """The file was truncated or rotated: finish what is open, then count from line 1."""
@@ -307,187 +320,76 @@ class StreamDiagnoser:
         self._seen.clear()
         return out
 
-    # ------------------------------------------------------------------ the scan
+    # ------------------------------------------------------------------ the windows
 
     def _reset_position(self) -> None:
-        self._next_line = 1  # number of the first line of the next buffer
         self._carry = b""
         self._skipping = False
-        self._lo = 0  # where the lines of the buffer being processed start
-        self._tail: deque[bytes] = deque(maxlen=self.before)
-        self._win: list[str] | None = None
-        self._win_first = 0
-        self._win_bytes = 0
-        self._win_active = 0  # index in the window of the last hit/continuation line
-        self._quiet = 0
-        self._last_end = 0  # last line of the previous window (context never overlaps it)
-        # A window was cut inside a block (a recursion dump of a million frames): the rest of
-        # that block is passed over, or each "frame #" trigger in it would open a window and
-        # one crash would be reported dozens of times.
-        self._overflow = False
-        # The cut window itself, held until the block ends: a Python traceback's exception
-        # line comes after its frames, and the two make one diagnosis (see _complete).
-        self._held: tuple[int, list[str]] | None = None
-        self._held_stop = 0  # the line that ended the passed-over block (0: not yet)
+        # The one window cutter (diagnose.ingest.scan): where a crash window starts, grows,
+        # is cut and ends is decided there for the stream and the big-file scan alike.  A
+        # readiness line ends the open window (what came before it was lived through).
+        self._cutter = window_cutter(
+            folded_triggers=self._folded,
+            barriers=[phrase for phrase, _ in self._phrases],
+            before=self.before,
+            after=self.after,
+            max_window_lines=self.max_window_lines,
+            max_window_bytes=self.max_window_bytes,
+            on_window=self._on_window,
+            on_context=self._on_ready,
+        )
+        # A window cut inside a block (a recursion dump of a million frames), held until the
+        # block ends: a Python traceback's exception line comes after its frames, and the
+        # two make one diagnosis (see _on_window).
+        self._held = None
 
-    def _process(
-        self,
-        buf: bytes,
-        lo: int,
-        end: int,
-        out: list[Diagnosis | Ready],
-        ahead: SplitSearch | None = None,
-    ) -> None:
+    def _process(self, buf: bytes, lo: int, end: int, ahead: _Ahead | None = None) -> None:
         """Handle ``buf[lo:end]``: whole lines, each ending in ``\\n``."""
-        self._lo = lo
-        if self._next_line <= self.context_head_lines:
+        cutter = self._cutter
+        if cutter.line_base <= self.context_head_lines:
             self._collect_context(buf, lo, end)
-        pos, line_no = lo, self._next_line
-        search = ahead.search if ahead is not None else self._searcher(buf, lo, end)
-        while pos < end:
-            if self._win is None and self._overflow:
-                pos, line_no = self._pass_block(buf, pos, line_no, end)
-                continue
-            if self._win is None:
-                m = search(pos)
-                if m is None:
-                    break
-                start = buf.rfind(b"\n", pos, m.start()) + 1 or pos
-                line_no += buf.count(b"\n", pos, start)
-                stop = buf.find(b"\n", m.start())
-                line = buf[start:stop]
-                if self._ready.search(line) is not None:
-                    self._on_ready(line, line_no, out)
-                if self._trigger.search(line) is None:
-                    pos, line_no = stop + 1, line_no + 1
-                    continue
-                if self._flood(buf, stop, end, line):
-                    pos, line_no = stop + 1, line_no + 1
-                    continue
-                if self._held is not None and line_no != self._held_stop:
-                    self._complete(out)  # the block ended without a line of its own
-                self._open(buf, start, line_no)
-                pos = start
-            pos, line_no = self._extend(buf, pos, line_no, end, out)
-        self._remember_tail(buf, end)
-        self._next_line = line_no + buf.count(b"\n", pos, end)
-        self.stats.lines = self._next_line - 1
+        if ahead is None:
+            cutter.feed(buf, lo, end, masked=cutter.mask(buf, lo, end))
+        else:
+            cutter.feed(buf, lo, end, first_hit=ahead.first.result(), masked=ahead.masked)
+        self.stats.lines = cutter.line_base - 1
+        self.stats.counted = cutter.counted()
 
-    def _searcher(self, buf: bytes, lo: int, end: int) -> Callable[[int], Any]:
-        """``pos -> first trigger/readiness hit at or after pos``: in threads for big buffers.
-
-        A file read in 4 MiB chunks spends most of its time in the automaton, which RE2
-        runs without the GIL, so big buffers are searched in parallel segments.
-        """
-        pattern = self._any
-        if end - lo >= _SPLIT_MIN:
-            pool = search_pool()
-            if pool is not None:
-                return SplitSearch(pattern, buf, lo, end, pool, _SPLIT_PARTS).search
-        return lambda pos: pattern.search(buf, pos, end)
-
-    def _open(self, buf: bytes, start: int, line_no: int) -> None:
-        """Open a window at the hit on ``line_no`` with up to ``before`` lines of context."""
-        count = min(self.before, line_no - self._last_end - 1)
-        lines: list[bytes] = []
-        pos = start
-        lo = self._lo
-        while len(lines) < count and pos > lo:
-            prev = buf.rfind(b"\n", lo, pos - 1) + 1 or lo
-            lines.append(buf[prev : pos - 1])
-            pos = prev
-        if len(lines) < count and pos == lo and self._tail:
-            need = count - len(lines)
-            lines.extend(reversed(list(self._tail)[-need:]))
-        lines.reverse()
-        self._win = [_decode(x) for x in lines]
-        self._win_first = line_no - len(lines)
-        self._win_bytes = sum(len(x) for x in lines)
-        self._win_active = len(lines)
-        self._quiet = 0
-
-    def _extend(
-        self, buf: bytes, pos: int, line_no: int, end: int, out: list[Diagnosis | Ready]
-    ) -> tuple[int, int]:
-        """Append lines from ``pos`` to the open window until it completes or ``buf`` ends."""
-        trigger, ready = self._trigger.search, self._ready.search
-        while pos < end and self._win is not None:
-            stop = buf.find(b"\n", pos)
-            raw = buf[pos:stop]
-            if ready(raw) is not None:
-                # A readiness line ends warm-up: what came before it was lived through.
-                self._on_ready(raw, line_no, out, complete_first=True)
-                return stop + 1, line_no + 1
-            win = self._win
-            win.append(_decode(raw))
-            self._win_bytes += len(raw)
-            if (raw.strip() and continues_block(raw)) or (
-                trigger(raw) is not None and not self._flood(buf, stop, end, raw)
-            ):
-                self._quiet = 0
-                self._win_active = len(win)
-            else:
-                self._quiet += 1
-            pos, line_no = stop + 1, line_no + 1
-            if self._quiet >= self.settle:
-                self._complete(out)
-            elif len(win) >= self.max_window_lines or self._win_bytes >= self.max_window_bytes:
-                self.stats.cut_windows += 1
-                self._win = None
-                self._complete(out)  # a window held before this one goes out on its own
-                self._held, self._held_stop = (self._win_first, win), 0
-                self._last_end = self._win_first + len(win) - 1
-                self._overflow = True
-        return pos, line_no
-
-    def _flood(self, buf: bytes, stop: int, end: int, raw: bytes) -> bool:
-        """Whether the hit line ``raw`` (ending at ``stop``) is one more copy of a flooding
-        shape: then it keeps no window open (a warning every few lines would hold one
-        window open through a whole log)."""
-        following = buf.find(b"\n", stop + 1, end) if stop + 1 < end else -1
-        after = buf[stop + 1 : following] if following >= 0 else None
-        if self._repeat.counts_only(raw, after) is None:
-            return False
-        self.stats.counted += 1
-        return True
-
-    def _pass_block(self, buf: bytes, pos: int, line_no: int, end: int) -> tuple[int, int]:
-        """Pass over the rest of a cut block; stop before the first line that ends it.
-
-        That line is read as usual, so a Python traceback's exception line (which comes
-        last) still opens a window, with the block's last lines as its context.
-        """
-        while pos < end:
-            stop = buf.find(b"\n", pos)
-            raw = buf[pos:stop]
-            if not (raw.strip() and continues_block(raw)):
-                self._overflow = False
-                self._held_stop = line_no
-                break
-            pos, line_no = stop + 1, line_no + 1
-        return pos, line_no
-
-    def _remember_tail(self, buf: bytes, end: int) -> None:
-        """Keep the last ``before`` lines for a window that opens early in the next buffer."""
-        if not self.before:
+    def _on_window(self, window: Window, cut: bool) -> None:
+        """A window closed: diagnose it, or hold it when it was cut inside a block."""
+        self.stats.windows += 1
+        if cut:
+            self.stats.cut_windows += 1
+            self._release_held()
+            self._held = window
             return
-        pieces: list[bytes] = []
-        lo = self._lo
-        pos = end - 1  # the final newline
-        while len(pieces) < self.before and pos > lo:
-            prev = buf.rfind(b"\n", lo, pos) + 1 or lo
-            pieces.append(buf[prev:pos])
-            pos = prev - 1
-            if prev == lo:
-                break
-        self._tail.extend(reversed(pieces))
+        held, self._held = self._held, None
+        if held is not None:
+            # The window that holds the line ending the cut block (a traceback's exception
+            # line, after its frames) is one crash with it.
+            block_end = self._cutter.block_end
+            if window.first_line <= block_end < window.first_line + len(window.lines):
+                self._report([held, window])
+                return
+            self._report([held])
+        self._report([window])
+
+    def _release_held(self) -> None:
+        """Diagnose a held cut window on its own (its block ended without a line of its own)."""
+        held, self._held = self._held, None
+        if held is not None:
+            self._report([held])
+
+    def _take(self) -> list[Diagnosis | Ready]:
+        out, self._out = self._out, []
+        return out
 
     # ------------------------------------------------------------------ context and readiness
 
     def _collect_context(self, buf: bytes, lo: int, end: int) -> None:
         """Keep the head's lines that carry log-wide facts (server args, GPUs, versions)."""
         search = self._context_re.search
-        pos, line_no = lo, self._next_line
+        pos, line_no = lo, self._cutter.line_base
         while len(self._context_raw) < _MAX_CONTEXT_LINES and line_no <= self.context_head_lines:
             m = search(buf, pos, end)
             if m is None:
@@ -504,20 +406,17 @@ class StreamDiagnoser:
             self._head_context = None
             pos, line_no = stop + 1, line_no + 1
 
-    def _on_ready(
-        self, raw: bytes, line_no: int, out: list[Diagnosis | Ready], complete_first: bool = False
-    ) -> None:
-        """Record a readiness line and emit its event (after any window it closes)."""
+    def _on_ready(self, line_no: int, raw: bytes) -> None:
+        """Record a readiness line and emit its event (the cutter already closed the window
+        before it; a held cut window goes out first, to keep line order)."""
+        self._release_held()
         text = _decode(raw[:4096])
         if len(self._ready_lines) < 64:
             self._ready_lines.append((line_no, text))
             self._head_context = None
-        if complete_first:
-            self._complete(out)
-            self._last_end = line_no
         phrase = next((p for p, b in self._phrases if b in raw), "")
         serving = _serving(phrase, self._sglang)
-        out.append(Ready(line_no, text.strip(), phrase, serving))
+        self._out.append(Ready(line_no, text.strip(), phrase, serving))
 
     def _context(self) -> LogContext:
         """The head's log-wide context (computed once per change, not once per window)."""
@@ -535,36 +434,17 @@ class StreamDiagnoser:
 
     # ------------------------------------------------------------------ completion
 
-    def _complete(self, out: list[Diagnosis | Ready]) -> None:
-        """Diagnose the open window (if any), release it, and append a new report.
-
-        A window held because it was cut inside a block is diagnosed together with the
-        window that opened on the line ending that block (a traceback's exception line),
-        else on its own.
-        """
-        win, held = self._win, self._held
-        segments: list[tuple[int, list[str]]] = []
-        if held is not None:
-            segments.append(held)
-            self._held = None
-            self.stats.windows += 1
-        if win is not None:
-            keep = min(len(win), self._win_active + min(self.after, self._quiet))
-            first = self._win_first
-            segments.append((first, win[:keep]))
-            self._win = None
-            self._last_end = first + keep - 1
-            self.stats.windows += 1
-        if not segments:
-            return
-        diagnosis = self._diagnose(segments)
+    def _report(self, windows: list[Window]) -> None:
+        """Diagnose a completed window (one or two pieces) and add its report, unless the
+        same failure was just reported."""
+        end = windows[-1].first_line + len(windows[-1].lines) - 1
+        diagnosis = self._diagnose([(w.first_line, w.lines) for w in windows], end)
         if diagnosis is None:
             return
         from diagnose.signature import signature
 
         key = f"{diagnosis.cause}\x00{signature(diagnosis)}"
         last = self._seen.get(key)
-        end = self._last_end
         # A failure the program survived (a warning a loaded server repeats) is reported
         # once per stream; a fatal one again after dedupe_lines (a restarted server's crash).
         if last is not None and (not diagnosis.fatal or end - last <= self.dedupe_lines):
@@ -575,9 +455,9 @@ class StreamDiagnoser:
             self._seen = {k: v for k, v in self._seen.items() if end - v <= self.dedupe_lines}
         self._seen[key] = end
         self.stats.diagnoses += 1
-        out.append(diagnosis)
+        self._out.append(diagnosis)
 
-    def _diagnose(self, segments: list[tuple[int, list[str]]]) -> Diagnosis | None:
+    def _diagnose(self, segments: list[tuple[int, list[str]]], end: int) -> Diagnosis | None:
         """Parse a window (one or two pieces: first line, lines) and diagnose it; ``None``
         when it holds no crash region."""
         from diagnose.context import extract_context
@@ -596,7 +476,7 @@ class StreamDiagnoser:
 
         regions = assign_roles(find_regions(lines, rule_wording(self.rule_dirs)))
         context = _merge(self._context(), extract_context(lines))
-        parsed = Parsed(self.source, lines, regions, context, self._last_end, streamed=True)
+        parsed = Parsed(self.source, lines, regions, context, end, streamed=True)
         diagnosis = diagnose_parsed(parsed, rule_dirs=self.rule_dirs)
         if regions:
             return diagnosis
@@ -745,7 +625,7 @@ def _feed_ahead(
     automaton pass (most of the work, run by RE2 without the GIL) overlaps this thread's
     line counting and window building, as in :func:`diagnose.ingest.scan.scan`.
     """
-    pending: tuple[bytes, SplitSearch | None] | None = None
+    pending: tuple[bytes, _Ahead | None] | None = None
     for chunk in chunks:
         if chunk is None:  # a regular file never goes quiet; kept for safety
             continue

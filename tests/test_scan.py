@@ -116,34 +116,6 @@ def test_searching_ahead_in_threads_does_not_change_the_result(seed: int) -> Non
         _check_windows(ahead, rows)
 
 
-@pytest.mark.parametrize("parts", [1, 3, 7])
-def test_split_search_answers_as_one_search(parts: int) -> None:
-    from concurrent.futures import ThreadPoolExecutor
-
-    import re2
-
-    from diagnose.ingest.scan import SplitSearch, literal_pattern
-
-    rng = random.Random(parts)
-    rows = _healthy(rng, 3000)
-    for _ in range(25):
-        rows.insert(rng.randrange(len(rows)), rng.choice(CRASH))
-    buf = ("\n".join(rows) + "\n").encode()
-    pattern = re2.compile(literal_pattern([b"rror", b"Traceback", b"TP7]"]))
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        split = SplitSearch(pattern, buf, 0, len(buf), pool, parts)
-        pos, seen = 0, 0
-        while True:
-            want = pattern.search(buf, pos, len(buf))
-            got = split.search(pos)
-            assert (got and (got.start(), got.end())) == (want and (want.start(), want.end()))
-            if want is None:
-                break
-            seen += 1
-            pos = want.start() + rng.choice([0, 1, 40])  # sometimes behind the next hit
-        assert seen > 25
-
-
 def test_frames_continue_the_window_beyond_after() -> None:
     rows = _healthy(random.Random(3), 50)
     block = ["terminate called after throwing an instance of 'std::runtime_error'"]

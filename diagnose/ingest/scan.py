@@ -10,12 +10,16 @@ Each window is ``(first_line, lines)`` ready for ``normalize("\\n".join(lines),
 first_line=first_line)``, so line numbers stay those of the user's file.
 
 A second, caller-supplied literal set (``context_literals``) selects single lines for
-log-wide facts (server arguments, GPU names, versions, readiness lines).
+log-wide facts (server arguments, GPU names, versions, readiness lines); ``barriers``
+(readiness) also end the open window.
+
+:class:`WindowCutter` is that per-chunk work, the one window cutter: :func:`scan` keeps its
+windows for a whole-log verdict, :class:`diagnose.stream.StreamDiagnoser` diagnoses each as
+it closes.
 
 The automaton pass is most of a scan's time and RE2 runs it without the GIL, so with a
-second core two threads search the next chunks while this thread counts lines and builds
-windows (:class:`SplitSearch` does the same inside one big buffer for
-:mod:`diagnose.stream`).
+second core two threads search the next chunks for their first hit while this thread counts
+lines and builds windows (the stream searches a file's next chunk the same way).
 
 Memory is bounded by the chunk size plus ``max_bytes`` of kept text: when windows exceed
 the budget, the oldest ones after the first quarter of the budget are dropped (a crash is
@@ -32,8 +36,7 @@ import os
 import re
 import sys
 from collections import deque
-from collections.abc import Iterable, Sequence
-from itertools import pairwise
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple
 
 from diagnose.framelines import FRAME_START
@@ -54,9 +57,11 @@ __all__ = [
     "RepeatCounter",
     "ScanResult",
     "Window",
+    "WindowCutter",
     "continues_block",
     "literal_pattern",
     "scan",
+    "window_cutter",
 ]
 
 
@@ -200,22 +205,15 @@ def line_shape(raw: bytes) -> bytes:
 
 
 class RepeatCounter:
-    """Says which hit lines still open a window; the scan and the stream share it.
+    """Says which hit lines' shapes already had their windows (:class:`WindowCutter`).
 
-    A shape's first ``REPEAT_WINDOWS`` hits open windows; later ones are only counted,
-    unless the next line continues a traceback or frame block (or is not known yet: the
-    hit ends the buffer), so no crash's first line is ever passed over.
+    A shape's first ``REPEAT_WINDOWS`` hits open windows; the cutter counts later ones
+    instead, unless the next line continues a traceback or frame block (or is not known
+    yet: the hit ends the buffer), so no crash's first line is ever passed over.
     """
 
     def __init__(self) -> None:
         self.opened: dict[bytes, int] = {}
-
-    def counts_only(self, line: bytes, next_line: bytes | None) -> bytes | None:
-        """The shape of ``line`` when it is only to be counted, else ``None`` (window it)."""
-        shape = self.had_windows(line)
-        if shape is None or next_line is None or continues_block(next_line):
-            return None
-        return shape
 
     def had_windows(self, line: bytes) -> bytes | None:
         """The shape of ``line`` when that shape already had its windows, else ``None`` (and
@@ -383,12 +381,13 @@ class _Windows:
 class _Open:
     """The window being built: its lines, where it ends, how many after-lines it still owes."""
 
-    __slots__ = ("first", "last", "lines", "owed", "size", "stopped")
+    __slots__ = ("active", "first", "last", "lines", "owed", "size", "stopped")
 
     def __init__(self, first: int, lines: list[str], size: int) -> None:
         self.first = first
         self.lines = lines
         self.last = first + len(lines) - 1
+        self.active = self.last  # the last hit or block line
         self.owed = 0
         self.size = size
         self.stopped = False  # ended before a non-continuation line; may still be merged
@@ -419,35 +418,28 @@ def scan(
     max_bytes: int = 32 * 1024 * 1024,
     triggers: Sequence[bytes | str] = TRIGGERS,
     folded_triggers: Sequence[str] = (),
+    barriers: Sequence[bytes | str] = (),
     threads: int | None = None,
 ) -> ScanResult:
     """Read ``stream`` to the end and return the windows around its candidate error lines.
 
     ``before`` lines of context precede each hit; ``after`` lines follow it, and the window
     goes on while lines continue a traceback or frame block, up to ``max_window_lines``
-    (a million-frame trace is kept cut, not whole).  ``threads`` search chunks ahead
+    (a million-frame trace is kept cut, not whole).  A line with one of ``barriers`` (also
+    context literals: readiness phrases) ends the open window.  ``threads`` search chunks ahead
     (default: 2 when there is a second core; 0 searches in this thread only); the result
     does not depend on it.  Never raises on content; I/O errors of ``stream``
     propagate.
     """
-    import re2  # lazy: only huge inputs need it
-
-    options = re2.Options()
-    options.log_errors = False  # a DFA out of its budget falls back quietly
-    options.never_capture = True
-    trig = [t.encode() if isinstance(t, str) else t for t in triggers if t]
-    loose = [t.encode() for t in folded_triggers if t]
-    ctx = [c.encode() if isinstance(c, str) else c for c in context_literals if c]
-    scanner = _Scanner(
-        # one pass finds both sets; the matched literal says which set it came from
-        FastSearch(re2.compile(trigger_pattern([*trig, *ctx], loose), options=options)),
-        frozenset(trig) | frozenset(t.lower() for t in loose),
-        FastSearch(re2.compile(trigger_pattern(trig, loose), options=options)),
-        FastSearch(re2.compile(literal_pattern(ctx), options=options)) if ctx else None,
-        max(0, before),
-        max(0, after),
-        max(1, max_window_lines),
-        max_bytes,
+    scanner = window_cutter(
+        triggers=triggers,
+        folded_triggers=folded_triggers,
+        context_literals=context_literals,
+        barriers=barriers,
+        before=before,
+        after=after,
+        max_window_lines=max_window_lines,
+        max_bytes=max_bytes,
     )
     size = max(256, chunk_size)
     read = _Counted(stream)
@@ -479,8 +471,54 @@ def scan(
     return scanner.result(read.total)
 
 
-class _Scanner:
-    """The per-buffer work of :func:`scan`: hits, windows, context lines, line numbers."""
+def window_cutter(
+    *,
+    triggers: Sequence[bytes | str] = TRIGGERS,
+    folded_triggers: Sequence[str] = (),
+    context_literals: Sequence[bytes | str] = (),
+    barriers: Sequence[bytes | str] = (),
+    before: int = WINDOW_BEFORE,
+    after: int = WINDOW_AFTER,
+    max_window_lines: int = 20_000,
+    max_bytes: int = 32 * 1024 * 1024,
+    max_window_bytes: int | None = None,
+    on_window: Callable[[Window, bool], None] | None = None,
+    on_context: Callable[[int, bytes], None] | None = None,
+) -> WindowCutter:
+    """A :class:`WindowCutter` with its literal sets compiled (see :func:`scan` for them)."""
+    import re2  # lazy: only big inputs and streams need it
+
+    options = re2.Options()
+    options.log_errors = False  # a DFA out of its budget falls back quietly
+    options.never_capture = True
+    trig = [t.encode() if isinstance(t, str) else t for t in triggers if t]
+    loose = [t.encode() for t in folded_triggers if t]
+    bars = [b.encode() if isinstance(b, str) else b for b in barriers if b]
+    ctx = [c.encode() if isinstance(c, str) else c for c in context_literals if c]
+    ctx += [b for b in bars if b not in ctx]
+    return WindowCutter(
+        # one pass finds both sets; the matched literal says which set it came from
+        FastSearch(re2.compile(trigger_pattern([*trig, *ctx], loose), options=options)),
+        frozenset(trig) | frozenset(t.lower() for t in loose),
+        FastSearch(re2.compile(trigger_pattern(trig, loose), options=options)),
+        FastSearch(re2.compile(literal_pattern(ctx), options=options)) if ctx else None,
+        max(0, before),
+        max(0, after),
+        max(1, max_window_lines),
+        max_bytes,
+        barrier=FastSearch(re2.compile(literal_pattern(bars), options=options)) if bars else None,
+        on_window=on_window,
+        on_context=on_context,
+        max_window_bytes=max_window_bytes,
+    )
+
+
+class WindowCutter:
+    """Cuts a log into windows around its candidate error lines: the one definition of
+    where a crash window starts, grows, is cut and ends, for :func:`scan` (which keeps the
+    windows) and :class:`diagnose.stream.StreamDiagnoser` (which diagnoses each as it
+    closes).  Build one with :func:`window_cutter`; feed it whole lines in order.
+    """
 
     def __init__(
         self,
@@ -492,16 +530,32 @@ class _Scanner:
         after: int,
         max_window_lines: int,
         max_bytes: int,
+        *,
+        barrier: Any = None,
+        on_window: Callable[[Window, bool], None] | None = None,
+        on_context: Callable[[int, bytes], None] | None = None,
+        max_window_bytes: int | None = None,
     ) -> None:
         self.union = union
         self.trigger_set = trigger_set
         self.trigger = trigger
         self.context = context
+        # Context lines that end the open window (readiness: what came before was lived
+        # through); a window's leading context never reaches back past one.
+        self.barrier = barrier
         self.before = before
         self.after = after
         self.max_window_lines = max_window_lines
-        self.max_window_bytes = max(1, max_bytes // 4)
+        cap = max_bytes // 4 if max_window_bytes is None else max_window_bytes
+        self.max_window_bytes = max(1, cap)
         self.kept = _Windows(max_bytes)
+        # Where closed windows go: kept under the byte budget (the scan), or handed to the
+        # caller as each completes (the stream diagnoses them one by one).
+        self.on_window = on_window
+        self.on_context = on_context
+        self.floor = 0  # a window's leading context starts after this line
+        self.cut_windows = 0
+        self.block_end = 0  # the line that ended the last passed-over block (0: none yet)
         self.open: _Open | None = None
         self.line_base = 1  # number of the first line of the next buffer
         self.lo = 0  # where the current buffer's lines start
@@ -560,7 +614,7 @@ class _Scanner:
         span = self.union.span
         trigger_set = self.trigger_set
         # A warning flood is this loop's whole cost: one pass per hit line, so the counted-only
-        # path reads the next line only for a shape that had its windows (as counts_only).
+        # path reads the next line only for a shape that had its windows.
         had_windows, repeats, recent = self.repeat.had_windows, self.repeats, self.recent_counted
         while pos < end:
             if self.overflow:
@@ -581,6 +635,8 @@ class _Scanner:
             found = buf[hs:he]
             if found not in trigger_set and found.lower() not in trigger_set:
                 # a context literal came first on this line; a trigger may still follow
+                if self.barrier is not None and self.barrier.search(buf, start, stop) is not None:
+                    self._barrier(line_no)
                 self._note_context(line_no, buf[start:stop])
                 if self.trigger.search(sbuf, he, stop) is None:
                     pos, line_no = stop + 1, line_no + 1
@@ -649,11 +705,11 @@ class _Scanner:
 
     def _open_at(self, buf: bytes, start: int, line_no: int) -> None:
         """Start a window at the hit on ``line_no``, or continue the open one."""
-        want = max(1, line_no - self.before)
+        want = max(1, line_no - self.before, self.floor + 1)
         prev = self.open
         if prev is not None and prev.last >= want - 1:
             want = prev.last + 1
-        context = self._lines_before(buf, start, line_no - want, line_no)
+        context = self._lines_before(buf, start, max(0, line_no - want), line_no)
         self._uncount_from(line_no - len(context))
         if prev is not None and prev.last + 1 == line_no - len(context):
             prev.stopped = False
@@ -690,6 +746,7 @@ class _Scanner:
         if win is None:
             return pos, line_no
         search = self.trigger.search
+        had_windows = self.repeat.had_windows
         context = self.context
         blanks = 0
         for begin, stop in _lines_in(buf, pos, end + 1):
@@ -697,12 +754,25 @@ class _Scanner:
             if hit_first:
                 hit, hit_first = True, False
             else:
-                hit = search(raw) is not None
+                # a flood's copy keeps no window open (a warning every few lines would hold
+                # one open through a whole log): each sighting in a window counts as one of
+                # its shape's windows, and past them it is no hit, unless it ends a block
+                # (a traceback's exception line, however often that crash repeats)
+                hit = search(raw) is not None and (
+                    win.active == line_no - 1 or had_windows(raw) is None
+                )
                 self.hits += hit
                 if context is not None and context.search(raw) is not None:
+                    if self.barrier is not None and self.barrier.search(raw) is not None:
+                        # the window ends before it; the line itself opens none
+                        self._stop(begin, line_no)
+                        self._barrier(line_no)
+                        self._note_context(line_no, raw)
+                        return stop + 1, line_no + 1
                     self._note_context(line_no, raw)
             if hit:
                 win.owed = self.after
+                win.active = line_no
                 blanks = 0
             elif not raw.strip():
                 blanks += 1
@@ -712,7 +782,10 @@ class _Scanner:
             elif win.owed > 0:
                 win.owed -= 1
                 blanks = 0
+                if continues_block(raw):
+                    win.active = line_no
             elif continues_block(raw):
+                win.active = line_no
                 blanks = 0
             else:
                 return self._stop(begin, line_no)
@@ -724,7 +797,8 @@ class _Scanner:
             win.last = line_no
             line_no += 1
             if len(win.lines) >= self.max_window_lines or win.size > self.max_window_bytes:
-                self._close()
+                self.cut_windows += 1
+                self._close(cut=True)
                 self.overflow = True
                 return stop + 1, line_no
         return end + 1, line_no
@@ -743,6 +817,7 @@ class _Scanner:
             stop = end + 1 if nl == -1 else nl
             if not continues_block(buf[pos:stop]):
                 self.overflow = False
+                self.block_end = line_no
                 stop_at = pos
                 break
             pos, line_no = stop + 1, line_no + 1
@@ -774,14 +849,47 @@ class _Scanner:
                 win.last -= 1
         return begin, line_no
 
-    def _close(self) -> None:
-        if self.open is not None:
-            self.kept.add(Window(self.open.first, self.open.lines), self.open.size)
+    def _close(self, cut: bool = False) -> None:
+        """The open window is complete: keep it, or hand it to ``on_window`` (``cut``: it
+        filled up inside a block whose rest is passed over)."""
+        win = self.open
+        if win is not None:
             self.open = None
+            self.floor = max(self.floor, win.last)
+            if self.on_window is None:
+                self.kept.add(Window(win.first, win.lines), win.size)
+            else:
+                self.on_window(Window(win.first, win.lines), cut)
+
+    def _barrier(self, line_no: int) -> None:
+        """A barrier line (readiness) ends what is open; no later context reaches back past it."""
+        self._close()
+        self.floor = max(self.floor, line_no)
+
+    def settle(self, quiet: int) -> None:
+        """Close the open window once it has ended and ``quiet`` lines passed since its last
+        hit or block line:
+        for a caller that reports each window as it completes (the stream).  A window
+        closes anyway when a later hit opens one out of its reach; this closes it without
+        waiting for one."""
+        win = self.open
+        if win is not None and win.stopped and self.line_base - 1 - win.active >= quiet:
+            self._close()
+
+    def flush(self) -> None:
+        """Close the open window now, ended or not (the stream went quiet, or ended)."""
+        self._close()
+
+    def counted(self) -> int:
+        """Hit lines counted, not windowed, so far (a warning flood's copies)."""
+        return sum(n for n, _, _ in self.repeats.values())
 
     def _note_context(self, line_no: int, raw: bytes) -> None:
-        """Keep one context-literal line (up to ``_MAX_CONTEXT_LINES`` of them)."""
-        if len(self.context_lines) < _MAX_CONTEXT_LINES:
+        """Hand one context-literal line to ``on_context``, or keep it (up to
+        ``_MAX_CONTEXT_LINES`` of them)."""
+        if self.on_context is not None:
+            self.on_context(line_no, raw)
+        elif len(self.context_lines) < _MAX_CONTEXT_LINES:
             self.context_lines.append((line_no, _decode(raw)))
 
     def _remember_tail(self, buf: bytes, end: int) -> None:
@@ -883,42 +991,6 @@ def search_pool() -> Any:
     return _POOL
 
 
-class SplitSearch:
-    """``pattern.search(buf, pos, end)`` for rising ``pos``, with the automaton run in threads.
-
-    The buffer is cut after newlines into ``parts`` segments whose first hits are searched
-    at once (RE2 releases the GIL); a literal never spans a newline, so no hit spans a cut.
-    A segment whose hit lies behind ``pos`` is searched again from ``pos`` here.  Callers
-    must ask with ``pos`` that never decreases.
-    """
-
-    def __init__(self, pattern: Any, buf: bytes, lo: int, end: int, pool: Any, parts: int) -> None:
-        self.pattern, self.buf = pattern, buf
-        bounds = [lo]
-        step = max(1, (end - lo) // max(1, parts))
-        for i in range(1, parts):
-            cut = buf.find(b"\n", lo + i * step, end)
-            if cut != -1 and cut + 1 > bounds[-1] and cut + 1 < end:
-                bounds.append(cut + 1)
-        bounds.append(end)
-        self.bounds = bounds
-        self.hits = [pool.submit(pattern.search, buf, a, b) for a, b in pairwise(bounds)]
-        self.segment = 0
-
-    def search(self, pos: int) -> Any:
-        """The first hit at or after ``pos`` (``None`` when there is none before ``end``)."""
-        while self.segment < len(self.hits):
-            stop = self.bounds[self.segment + 1]
-            if pos < stop:
-                m = self.hits[self.segment].result()
-                if m is not None and m.start() < pos:
-                    m = self.pattern.search(self.buf, pos, stop)  # its hit is behind pos
-                if m is not None:
-                    return m
-            self.segment += 1
-        return None
-
-
 def _search_threads() -> int:
     """Threads that search ahead: two wherever there is a second core, else none.
 
@@ -930,7 +1002,7 @@ def _search_threads() -> int:
     return 2 if (cores or 1) > 1 else 0
 
 
-def _feed_searched(scanner: _Scanner, item: tuple[bytes, int, int, Any, Masked | None]) -> None:
+def _feed_searched(scanner: WindowCutter, item: tuple[bytes, int, int, Any, Masked | None]) -> None:
     buf, lo, hi, future, masked = item
     if future is None:
         scanner.feed(buf, lo, hi, masked=masked)
