@@ -473,3 +473,19 @@ def test_a_flood_stem_is_learned_only_when_blanking_it_hides_nothing_else() -> N
     [(count, first, _)] = masked.found.values()
     assert (count, first) == (2, line.index(b" is"))
     assert b"enough" not in masked.search_buf and len(masked.search_buf) == 2 * len(line) + 2
+
+
+def test_frames_cut_from_both_ends_of_their_traceback_are_windowed() -> None:
+    """A paste of Python frames alone (no "Traceback" header, no exception line) is a crash
+    region to the region finder, so the big-file path must keep it too."""
+    rows = _healthy(random.Random(9), 200)
+    frames = [
+        '  File "/srv/frob/engine/core.py", line 141, in _initialize_kv_caches',
+        "    available = self.executor.determine_available_memory()",
+        '  File "/srv/frob/executor/abstract.py", line 76, in determine_available_memory',
+    ]
+    rows[100:100] = frames
+    result = _scan_text("\n".join(rows) + "\n")
+    windowed = {w.first_line + k for w in result.windows for k in range(len(w.lines))}
+    assert all(101 + k in windowed for k in range(len(frames)))
+    _check_windows(result, rows)

@@ -1,7 +1,8 @@
 """Every surface gives the same verdict: cause, fatal flag and primary rule.
 
-The library on text and on a file, the file gzip-compressed, the CLI on many files in one
-call and on stdin, ``diagnose serve`` over HTTP, and the stream's first fatal report, on
+The library on text and on a file, the file gzip-compressed, the file through the big-file
+(windowed) path, the CLI on many files in one call and on stdin, ``diagnose serve`` over
+HTTP, and the stream's first fatal report, on
 every rule's matching examples and (where ``../shared`` is beside the checkout) every dev
 log.  The figure the hardening and engine issues ask for is 100%, and this test holds it.
 """
@@ -87,6 +88,25 @@ def test_the_library_on_a_file_and_on_its_gzip_agrees_with_text(
             got = _key(diagnose_file(source))
             if got != library[name]:
                 differ.append((name, source.name, library[name], got))
+    assert differ == []
+
+
+def test_the_windowed_big_file_path_agrees_with_whole_text(
+    written: list[tuple[str, str, Path]],
+    library: dict[str, Key],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No verdict depends on the size on disk: with the whole-input limit at zero every file
+    takes the big-file path (the window cutter's windows, parsed together), and each gives
+    what the whole text gives."""
+    import diagnose.pipeline as pipeline
+
+    monkeypatch.setattr(pipeline, "WHOLE_INPUT_LIMIT", 0)
+    differ = [
+        (name, library[name], got)
+        for name, _, path in written
+        if (got := _key(diagnose_file(path))) != library[name]
+    ]
     assert differ == []
 
 

@@ -98,6 +98,9 @@ TRIGGERS: tuple[bytes, ...] = (
     b"terminate called",
     b"what():",
     b"frame #",
+    # A Python frame line: a pasted traceback cut above its header and before its exception
+    # line is still a crash region to the region finder, so the scan must see it too.
+    b'File "',
     b"atchdog",  # Watchdog caught collective operation timeout
     b"illegal",
     b"misaligned",
