@@ -844,6 +844,18 @@ CUDA kernel errors might be asynchronously reported at some other API call"""
     assert r.lines == (3, 4)
 
 
+def test_a_sentence_that_quotes_the_error_after_a_colon_holds_it() -> None:
+    """'Here is the error I get: "... CUDA error: out of memory' is the log's text after the
+    quote mark (a koboldcpp thread, round 225); the same sentence without a quoted error is
+    still the poster's."""
+    from diagnose.ingest.normalize import normalize
+
+    quoted = 'Here is the exact error I get when it crashes: "Prompt (35 / 55 tokens)CUDA error: out of memory'
+    assert [r.kind for r in find_regions(normalize(quoted))] != []
+    unquoted = "I get a CUDA out of memory error when it crashes, any ideas?"
+    assert find_regions(normalize(unquoted)) == []
+
+
 def test_a_posters_paragraph_opens_no_region() -> None:
     """Two sentences of plain English, no first person, no question (vllm-project/vllm#56824)."""
     from diagnose.ingest.normalize import normalize

@@ -58,6 +58,16 @@ _LOGGED_ERROR_RE = lazy(
     r"|\b[A-Za-z_]\w*(?:\.\w+)+:\s"
 )
 
+# The error quoted inside the sentence that introduces it: 'Here is the exact error I get when
+# it crashes: "Processing Prompt [BLAS] (3584 / 5525 tokens)CUDA error: out of memory' (a
+# koboldcpp thread, round 225). What follows the colon and the quote mark is the log's own
+# text, so the line is not only a person's sentence.
+_QUOTED_ERROR_RE = lazy(
+    r"[:\uff1a]\s*[\"'`\u201c][^\"'`\u201d]{0,200}?"
+    r"(?:\b(?:[Ee]rror|ERROR|[Ee]xception|FAILED|[Ff]ailed|[Ff]ailure)\b|out of memory"
+    r"|[a-z](?:Error|Exception)\b)"
+)
+
 
 def is_prose(s: str) -> bool:
     """Does the stripped line ``s`` read as a person's sentence rather than a logged error?"""
@@ -69,6 +79,8 @@ def is_prose(s: str) -> bool:
         return True  # "### Originating CUDA error (all 8 TP ranks)": the poster's heading
     if RECORD_RE.match(s) or s[0] in "[(<{#=|" or _LOGGED_ERROR_RE.search(s):
         return False
+    if _QUOTED_ERROR_RE.search(s):
+        return False  # a sentence that quotes the error: the quote is the log's text
     return (
         PROSE_FIRST_PERSON_RE.search(s) is not None
         or _PROSE_OPENER_RE.match(s) is not None
