@@ -44,6 +44,9 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
 from diagnose.ingest.scan import (
+    MAX_LINE,
+    MAX_WINDOW_BYTES,
+    MAX_WINDOW_LINES,
     WINDOW_AFTER,
     WINDOW_BEFORE,
     FastSearch,
@@ -73,9 +76,6 @@ __all__ = [
     "read_chunks",
 ]
 
-# A line longer than this is kept cut: no crash line is megabytes long, and an unbounded
-# carry would break the memory bound on a stream without newlines.
-_MAX_LINE = 1 << 20
 _MAX_CONTEXT_LINES = 500
 _CHUNK = 4 << 20
 _FILE_CHUNK = 16 << 20
@@ -199,8 +199,8 @@ class StreamDiagnoser:
         before: int = WINDOW_BEFORE,
         after: int = WINDOW_AFTER,
         dedupe_lines: int = 2_000,
-        max_window_lines: int = 20_000,
-        max_window_bytes: int = 8 << 20,
+        max_window_lines: int = MAX_WINDOW_LINES,
+        max_window_bytes: int = MAX_WINDOW_BYTES,
         context_head_lines: int = 20_000,
         rule_dirs: Sequence[Path] = (),
     ) -> None:
@@ -273,8 +273,8 @@ class StreamDiagnoser:
             lo = cut + 1
         if lo < len(raw):
             self._carry += raw[lo:]
-        if len(self._carry) >= _MAX_LINE:
-            self._process(self._carry[:_MAX_LINE] + b"\n", 0, _MAX_LINE + 1)
+        if len(self._carry) >= MAX_LINE:
+            self._process(self._carry[:MAX_LINE] + b"\n", 0, MAX_LINE + 1)
             self._carry, self._skipping = b"", True
         self._cutter.settle(self.settle)
         return self._take()

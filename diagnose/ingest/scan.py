@@ -50,6 +50,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CONTEXT_LITERALS",
+    "MAX_KEPT_BYTES",
+    "MAX_LINE",
+    "MAX_WINDOW_BYTES",
+    "MAX_WINDOW_LINES",
     "TRIGGERS",
     "WHOLE_INPUT_LIMIT",
     "WINDOW_AFTER",
@@ -147,9 +151,17 @@ _CHUNK = 16 * 1024 * 1024
 _AHEAD_MIN = 1 << 16
 # "Not searched ahead": feed() searches itself.
 _NOT_SEARCHED: Any = object()
-# A line longer than this is kept cut (the rest of it is skipped): a crash line is never
-# megabytes long, and an unbounded line would break the memory bound.
-_MAX_LINE = 1024 * 1024
+#: A line longer than this is kept cut (the rest of it is skipped): a crash line is never
+#: megabytes long, and an unbounded line would break the memory bound.  The scan and the
+#: stream share this definition.
+MAX_LINE = 1 << 20
+#: Bytes of windows :func:`scan` keeps in all (the head's quarter, then the newest).
+MAX_KEPT_BYTES = 32 << 20
+#: A window is cut at this many lines or bytes, and the rest of its block passed over (a
+#: recursion dump of a million frames is one crash, not a million bytes of memory); the
+#: scan's window cap is a quarter of what it keeps.
+MAX_WINDOW_LINES = 20_000
+MAX_WINDOW_BYTES = MAX_KEPT_BYTES // 4
 _MAX_CONTEXT_LINES = 10_000
 
 # A rank/process prefix to look past when judging continuation: "[rank3]:",
@@ -417,8 +429,8 @@ def scan(
     before: int = WINDOW_BEFORE,
     after: int = WINDOW_AFTER,
     chunk_size: int = _CHUNK,
-    max_window_lines: int = 20_000,
-    max_bytes: int = 32 * 1024 * 1024,
+    max_window_lines: int = MAX_WINDOW_LINES,
+    max_bytes: int = MAX_KEPT_BYTES,
     triggers: Sequence[bytes | str] = TRIGGERS,
     folded_triggers: Sequence[str] = (),
     barriers: Sequence[bytes | str] = (),
@@ -482,8 +494,8 @@ def window_cutter(
     barriers: Sequence[bytes | str] = (),
     before: int = WINDOW_BEFORE,
     after: int = WINDOW_AFTER,
-    max_window_lines: int = 20_000,
-    max_bytes: int = 32 * 1024 * 1024,
+    max_window_lines: int = MAX_WINDOW_LINES,
+    max_bytes: int = MAX_KEPT_BYTES,
     max_window_bytes: int | None = None,
     on_window: Callable[[Window, bool], None] | None = None,
     on_context: Callable[[int, bytes], None] | None = None,
@@ -940,7 +952,7 @@ def _pieces(stream: _Counted, size: int) -> Iterator[tuple[bytes, int, int]]:
     """The stream as ``(buf, lo, hi)`` pieces of whole lines, in order, ready for ``feed``.
 
     A chunk's first line is finished with the carried rest of the previous chunk as a piece
-    of its own, so the big chunk is never copied; a line longer than ``_MAX_LINE`` gives its
+    of its own, so the big chunk is never copied; a line longer than ``MAX_LINE`` gives its
     head and the rest of it is skipped.
     """
     carry = b""  # the unfinished last line of the previous chunk
@@ -970,8 +982,8 @@ def _pieces(stream: _Counted, size: int) -> Iterator[tuple[bytes, int, int]]:
             else:
                 yield data, start, cut + 1
                 carry = data[cut + 1 :]
-        if len(carry) >= _MAX_LINE:
-            head = carry[:_MAX_LINE] + b"\n"
+        if len(carry) >= MAX_LINE:
+            head = carry[:MAX_LINE] + b"\n"
             yield head, 0, len(head)
             carry, skipping = b"", True
     if carry:
