@@ -216,7 +216,8 @@ class StreamDiagnoser:
         self.max_window_bytes = max(1024, max_window_bytes)
         self.context_head_lines = max(0, context_head_lines)
         self.rule_dirs = tuple(Path(d) for d in rule_dirs)
-        self.stats = StreamStats()
+        self._stats = StreamStats()
+        self._counted_before = 0  # flood copies counted in files before a restart
         phrases = _ready_phrases()
         self._phrases = tuple((p, p.encode()) for p in phrases)
         from diagnose.engine import rule_triggers
@@ -235,6 +236,14 @@ class StreamDiagnoser:
 
     # ------------------------------------------------------------------ public interface
 
+    @property
+    def stats(self) -> StreamStats:
+        """This stream's counters.  Lines and flood copies are the cutter's own counts, read
+        when asked rather than copied after every chunk fed (a sum over every repeated shape)."""
+        self._stats.lines = self._cutter.line_base - 1
+        self._stats.counted = self._counted_before + self._cutter.counted()
+        return self._stats
+
     def feed(self, data: bytes | str) -> list[Diagnosis | Ready]:
         """Process a chunk; return the diagnoses and readiness lines it completed."""
         raw = data.encode("utf-8", "replace") if isinstance(data, str) else bytes(data)
@@ -248,7 +257,7 @@ class StreamDiagnoser:
         """
         if not raw:
             return []
-        self.stats.bytes += len(raw)
+        self._stats.bytes += len(raw)
         lo = 0
         if self._skipping:
             nl = raw.find(b"\n")
@@ -310,6 +319,7 @@ class StreamDiagnoser:
     def restart(self) -> list[Diagnosis | Ready]:
         """The file was truncated or rotated: finish what is open, then count from line 1."""
         out = self.close()
+        self._counted_before += self._cutter.counted()
         self._reset_position()
         # Line numbers, readiness and the head belong to the old file: a ready line kept
         # from it would mark the new file's crashes as survived (verdict.decide).
@@ -352,14 +362,12 @@ class StreamDiagnoser:
             cutter.feed(buf, lo, end, masked=cutter.mask(buf, lo, end))
         else:
             cutter.feed(buf, lo, end, first_hit=ahead.first.result(), masked=ahead.masked)
-        self.stats.lines = cutter.line_base - 1
-        self.stats.counted = cutter.counted()
 
     def _on_window(self, window: Window, cut: bool) -> None:
         """A window closed: diagnose it, or hold it when it was cut inside a block."""
-        self.stats.windows += 1
+        self._stats.windows += 1
         if cut:
-            self.stats.cut_windows += 1
+            self._stats.cut_windows += 1
             self._release_held()
             self._held = window
             return
@@ -449,12 +457,12 @@ class StreamDiagnoser:
         # once per stream; a fatal one again after dedupe_lines (a restarted server's crash).
         if last is not None and (not diagnosis.fatal or end - last <= self.dedupe_lines):
             self._seen[key] = end
-            self.stats.suppressed += 1
+            self._stats.suppressed += 1
             return
         if len(self._seen) > 4096:  # forget reports older than the de-duplication span
             self._seen = {k: v for k, v in self._seen.items() if end - v <= self.dedupe_lines}
         self._seen[key] = end
-        self.stats.diagnoses += 1
+        self._stats.diagnoses += 1
         self._out.append(diagnosis)
 
     def _diagnose(self, segments: list[tuple[int, list[str]]], end: int) -> Diagnosis | None:

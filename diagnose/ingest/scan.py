@@ -569,7 +569,6 @@ class WindowCutter:
         self.on_window = on_window
         self.on_context = on_context
         self.floor = 0  # a window's leading context starts after this line
-        self.cut_windows = 0
         self.block_end = 0  # the line that ended the last passed-over block (0: none yet)
         self.open: _Open | None = None
         self.line_base = 1  # number of the first line of the next buffer
@@ -812,7 +811,6 @@ class WindowCutter:
             win.last = line_no
             line_no += 1
             if len(win.lines) >= self.max_window_lines or win.size > self.max_window_bytes:
-                self.cut_windows += 1
                 self._close(cut=True)
                 self.overflow = True
                 return stop + 1, line_no
@@ -883,10 +881,9 @@ class WindowCutter:
 
     def settle(self, quiet: int) -> None:
         """Close the open window once it has ended and ``quiet`` lines passed since its last
-        hit or block line:
-        for a caller that reports each window as it completes (the stream).  A window
-        closes anyway when a later hit opens one out of its reach; this closes it without
-        waiting for one."""
+        hit or block line, for a caller that reports each window as it completes (the
+        stream).  A window closes anyway when a later hit opens one out of its reach; this
+        closes it without waiting for one."""
         win = self.open
         if win is not None and win.stopped and self.line_base - 1 - win.active >= quiet:
             self._close()
