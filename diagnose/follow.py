@@ -124,8 +124,10 @@ def _rewritten(handle: BinaryIO, tail: bytes) -> bool:
 class WatchResult:
     """How a watch ended: ``outcome`` is ``ready``, ``crash``, ``timeout`` or ``ended``.
 
-    ``crash`` is the diagnosis that ended it (or the last fatal one seen); ``message``
-    is one line for the user; ``exit_code`` follows README "Exit codes".
+    ``crash`` is the diagnosis that ended it (or the last fatal one seen); ``summary``
+    is the whole-log verdict of a watch that ran to the end of its input or its timeout
+    (every window judged together, as ``diagnose FILE`` judges the file); ``message`` is
+    one line for the user; ``exit_code`` follows README "Exit codes".
     """
 
     outcome: str
@@ -134,6 +136,7 @@ class WatchResult:
     ready: Ready | None = None
     crash: Diagnosis | None = None
     reports: int = 0
+    summary: Diagnosis | None = None
 
 
 def watch(
@@ -153,15 +156,16 @@ def watch(
     ``source`` is a path or ``-`` (stdin, read as it arrives).  ``follow=False`` reads the
     file once to its end (useful with ``until_ready`` on a finished log).  ``quiet``
     seconds without new data complete an open crash window.  Without ``until_ready`` the
-    watch ends at the timeout or the end of input; its exit code is 1 (known cause) or 3
-    (unknown) if a fatal crash was seen, else 0.  Raises
+    watch ends at the timeout or the end of input, and its exit code is the whole log's
+    verdict (:meth:`~diagnose.stream.StreamDiagnoser.summary`): 1 (known cause) or 3
+    (unknown) for a fatal crash, else 0, as ``diagnose FILE`` on the same bytes.  Raises
     :class:`~diagnose.errors.InputError` only for an unreadable non-followed file.
     """
     from diagnose.report import Diagnosis
     from diagnose.stream import StreamDiagnoser, is_fatal_crash
 
     name = "<stdin>" if str(source) == "-" else os.fspath(source)
-    engine = StreamDiagnoser(source=name, rule_dirs=rule_dirs)
+    engine = StreamDiagnoser(source=name, rule_dirs=rule_dirs, summary=True)
     deadline = None if timeout is None else clock() + max(0.0, timeout)
     reports = 0
     last_fatal: Diagnosis | None = None
@@ -210,21 +214,32 @@ def watch(
     for event in engine.close():
         if (done := take(event, stop_on_crash=False)) is not None:
             return done
-    if last_fatal is not None:
-        code = for_verdict(True, last_fatal.known)
-    elif until_ready:  # never ready and no crash: not a success, and no cause to name
-        code = ExitCode.FATAL_UNKNOWN_CAUSE
+    # The whole log judged at its end: a crash the server later came through (a ready line
+    # after it) or a cascade of one root is not the alarm a window alone raised.
+    summary = engine.summary()
+    if until_ready:
+        # never ready: a crash's cause, else not a success and no cause to name
+        code = for_verdict(True, last_fatal.known if last_fatal else False)
     else:
-        code = ExitCode.NO_FATAL_FAILURE
+        code = for_verdict(summary.fatal, summary.known)
     if until_ready and last_fatal is not None:
         return WatchResult("crash", code, f"fatal crash before the server was ready: "
                            f"{last_fatal.title}", crash=last_fatal, reports=reports)  # fmt: skip
     if expired():
         what = "not ready" if until_ready else "stopped"
-        return WatchResult("timeout", code, f"{what} after {timeout:g} s",
-                           crash=last_fatal, reports=reports)  # fmt: skip
+        return WatchResult("timeout", code, f"{what} after {timeout:g} s{_whole(summary)}",
+                           crash=last_fatal, reports=reports, summary=summary)  # fmt: skip
     what = "input ended before the server said it was ready" if until_ready else "input ended"
-    return WatchResult("ended", code, what, crash=last_fatal, reports=reports)
+    return WatchResult("ended", code, what + _whole(summary), crash=last_fatal,
+                       reports=reports, summary=summary)  # fmt: skip
+
+
+def _whole(summary: Diagnosis) -> str:
+    """The whole-log verdict, said after how a watch ended."""
+    if summary.primary is None and not summary.fatal:
+        return ""
+    state = "fatal" if summary.fatal else "survived"
+    return f"; whole log: {summary.cause} ({state})"
 
 
 def _items(

@@ -21,6 +21,7 @@ from diagnose.ingest.read import (
     input_note,
     open_bounded,
 )
+from diagnose.ingest.scan import STREAM_HEAD_BYTES
 from diagnose.model import LogLine, Region
 from diagnose.records import record
 from diagnose.regions import Wording, find_regions, merge_repeats
@@ -96,13 +97,6 @@ def parse_source(
     return replace(parsed, lines=(*parsed.lines, *said), total_lines=end + len(said))
 
 
-#: A streamed log's settings (server args, GPU, versions) are printed at start-up; read
-#: this much of its head whole for them.  Past the head only readiness lines are
-#: collected: the full context vocabulary ("CUDA", "--", GPU model numbers) matches a
-#: large share of healthy serving lines and made big-file scans several times slower.
-STREAM_HEAD_BYTES = 1 << 20
-
-
 def _parse_streamed(
     bounded: Bounded,
     name: str,
@@ -119,10 +113,23 @@ def _parse_streamed(
     # The stream's first bytes were read to see the input is big; the stream replays them,
     # so the scan still starts at line 1.
     assert bounded.stream is not None
-    head = normalize(bounded.head)
-    head = head[:-1] if head else head  # the last head line may be cut mid-line
     # Readiness lines are context and barriers: a window ends at one, as in the stream.
     result = scan(bounded.stream, barriers=ready_phrases(), folded_triggers=triggers)
+    return parse_windows(name, bounded.head, result, wording)
+
+
+def parse_windows(
+    name: str, head_text: str, result: ScanResult, wording: Wording | None = None
+) -> Parsed:
+    """Parse the windows a :class:`~diagnose.ingest.scan.WindowCutter` kept, as one log.
+
+    The one assembly of a windowed log's verdict: the big-file scan and the stream's
+    whole-log summary (:meth:`diagnose.stream.StreamDiagnoser.summary`) both end here, so
+    a cascade or a log-scope rule sees every window together.  ``head_text`` is the log's
+    first bytes, read whole for its settings (the last line may be cut mid-line).
+    """
+    head = normalize(head_text)
+    head = head[:-1] if head else head  # the last head line may be cut mid-line
     lines: list[LogLine] = []
     regions: list[Region] = []
     for first_line, raw_lines in result.windows:

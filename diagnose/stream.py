@@ -47,6 +47,7 @@ from diagnose.ingest.scan import (
     MAX_LINE,
     MAX_WINDOW_BYTES,
     MAX_WINDOW_LINES,
+    STREAM_HEAD_BYTES,
     WINDOW_AFTER,
     WINDOW_BEFORE,
     FastSearch,
@@ -203,8 +204,14 @@ class StreamDiagnoser:
         max_window_bytes: int = MAX_WINDOW_BYTES,
         context_head_lines: int = 20_000,
         rule_dirs: Sequence[Path] = (),
+        summary: bool = False,
     ) -> None:
-        """Set the window and de-duplication limits (line counts); see the module docstring."""
+        """Set the window and de-duplication limits (line counts); see the module docstring.
+
+        ``summary``: also keep what :meth:`summary` needs for a whole-log verdict (the
+        head's first ``STREAM_HEAD_BYTES`` and the windows, under the big-file scan's byte
+        budget), so memory stays bounded by settings.
+        """
         import re2  # lazy: only streaming needs the automaton here
 
         self.source = source
@@ -216,6 +223,7 @@ class StreamDiagnoser:
         self.max_window_bytes = max(1024, max_window_bytes)
         self.context_head_lines = max(0, context_head_lines)
         self.rule_dirs = tuple(Path(d) for d in rule_dirs)
+        self.keeps_summary = summary
         self._stats = StreamStats()
         self._counted_before = 0  # flood copies counted in files before a restart
         phrases = _ready_phrases()
@@ -248,6 +256,36 @@ class StreamDiagnoser:
         """Process a chunk; return the diagnoses and readiness lines it completed."""
         raw = data.encode("utf-8", "replace") if isinstance(data, str) else bytes(data)
         return self._feed(raw, None)
+
+    def summary(self) -> Diagnosis:
+        """The whole-log verdict of what was fed, from the windows completed so far (call
+        after :meth:`close` for the whole stream; after :meth:`restart`, of the new file).
+
+        Built as the big-file scan builds its verdict (:func:`diagnose.pipeline.parse_windows`):
+        every window parsed together, so one root cause with its cascade, log-scope rules
+        and survived failures are judged across windows, and a log gives the same verdict
+        streamed as read from a file.  Needs ``summary=True``.
+        """
+        if not self.keeps_summary:
+            raise ValueError("StreamDiagnoser(summary=True) keeps what a summary needs")
+        from diagnose.engine import diagnose_parsed, rule_wording
+        from diagnose.ingest.scan import ScanResult
+        from diagnose.pipeline import parse_windows
+
+        cutter = self._cutter
+        kept = cutter.kept
+        result = ScanResult(
+            windows=kept.all(),
+            context=tuple(cutter.context_lines),
+            total_lines=cutter.line_base - 1,
+            total_bytes=self._stats.bytes,
+            hits=cutter.hits,
+            dropped_windows=kept.dropped,
+            repeated=tuple((k, n, a, b) for k, (n, a, b) in cutter.repeats.items()),
+        )
+        head = _decode(bytes(self._head))
+        parsed = parse_windows(self.source, head, result, rule_wording(self.rule_dirs))
+        return diagnose_parsed(parsed, rule_dirs=self.rule_dirs)
 
     def _feed(self, raw: bytes, ahead: _Ahead | None) -> list[Diagnosis | Ready]:
         """:meth:`feed` for bytes; ``ahead`` is :meth:`_search_ahead`'s search of ``raw``.
@@ -335,6 +373,7 @@ class StreamDiagnoser:
     def _reset_position(self) -> None:
         self._carry = b""
         self._skipping = False
+        self._head = bytearray()  # the first STREAM_HEAD_BYTES, kept for summary()
         # The one window cutter (diagnose.ingest.scan): where a crash window starts, grows,
         # is cut and ends is decided there for the stream and the big-file scan alike.  A
         # readiness line ends the open window (what came before it was lived through).
@@ -358,6 +397,8 @@ class StreamDiagnoser:
         cutter = self._cutter
         if cutter.line_base <= self.context_head_lines:
             self._collect_context(buf, lo, end)
+        if self.keeps_summary and len(self._head) < STREAM_HEAD_BYTES:
+            self._head += buf[lo : min(end, lo + STREAM_HEAD_BYTES - len(self._head))]
         if ahead is None:
             cutter.feed(buf, lo, end, masked=cutter.mask(buf, lo, end))
         else:
@@ -366,6 +407,8 @@ class StreamDiagnoser:
     def _on_window(self, window: Window, cut: bool) -> None:
         """A window closed: diagnose it, or hold it when it was cut inside a block."""
         self._stats.windows += 1
+        if self.keeps_summary:  # kept as the scan keeps its windows, for summary()
+            self._cutter.kept.add(window, sum(len(line) + 1 for line in window.lines))
         if cut:
             self._stats.cut_windows += 1
             self._release_held()
@@ -418,6 +461,8 @@ class StreamDiagnoser:
         """Record a readiness line and emit its event (the cutter already closed the window
         before it; a held cut window goes out first, to keep line order)."""
         self._release_held()
+        if self.keeps_summary:
+            self._cutter.keep_context(line_no, raw)
         text = _decode(raw[:4096])
         if len(self._ready_lines) < 64:
             self._ready_lines.append((line_no, text))

@@ -92,6 +92,36 @@ def test_watch_finished_file_never_ready(tmp_path: Path) -> None:
     assert (result.outcome, result.exit_code) == ("ended", 3)  # never ready: no cause to name
 
 
+def test_watch_ends_with_the_whole_log_verdict(tmp_path: Path) -> None:
+    """Two windows, a kernel fault and the watchdog timeout it caused: the watch reports
+    each as it completes and ends with one root cause, as ``diagnose FILE`` says."""
+    from diagnose import diagnose_file
+
+    watchdog = (
+        "[rank0]:[E704 12:30:00.0 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective "
+        "operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, "
+        "Timeout(ms)=600000) ran for 600021 milliseconds before timing out."
+    )
+    fault = [
+        "Traceback (most recent call last):",
+        '  File "/srv/model.py", line 12, in step',
+        "    out = kernel(x)",
+        "RuntimeError: CUDA error: an illegal memory access was encountered",
+    ]
+    healthy = [f"[2031-07-04 12:00:00] INFO decode batch {i}, throughput {i % 90}" for i in
+               range(2000)]  # fmt: skip
+    log = tmp_path / "faulted.log"
+    log.write_text("\n".join([*healthy, *fault, *healthy, watchdog]) + "\n", encoding="utf-8")
+    seen: list[Diagnosis | Ready] = []
+    result = watch(log, follow=False, on_event=seen.append)
+    assert len([e for e in seen if isinstance(e, Diagnosis)]) == 2
+    assert result.summary is not None
+    whole = diagnose_file(log)
+    assert (result.summary.cause, result.summary.fatal) == (whole.cause, whole.fatal)
+    assert (result.outcome, result.exit_code) == ("ended", 1)
+    assert "whole log: illegal-memory-access (fatal)" in result.message
+
+
 # --------------------------------------------------------------------------- end to end
 
 _WRITER = textwrap.dedent(

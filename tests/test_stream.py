@@ -415,3 +415,39 @@ def test_a_survived_report_is_not_repeated_but_a_fatal_one_is_after_the_span() -
         ("illegal-memory-access", True),
         ("illegal-memory-access", True),
     ]
+
+
+def _fault_then_watchdog() -> str:
+    """A kernel fault, then (thousands of healthy lines later, in another window) the
+    collective it left hanging times out on another rank: one root and its cascade."""
+    watchdog = (
+        "[rank0]:[E704 12:30:00.000000000 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught "
+        "collective operation timeout: WorkNCCL(SeqNum=512, OpType=ALLREDUCE, NumelIn=4096, "
+        "NumelOut=4096, Timeout(ms)=600000) ran for 600021 milliseconds before timing out."
+    )
+    return stream_of([*healthy(1000), *crash(rank=1), *healthy(3000, 1000), watchdog])
+
+
+def test_the_summary_judges_every_window_together() -> None:
+    engine = StreamDiagnoser(summary=True)
+    events = engine.feed(_fault_then_watchdog()) + engine.close()
+    # window by window: two fatal reports, each judged alone
+    assert [d.cause for d in events if isinstance(d, Diagnosis)] == [
+        "illegal-memory-access",
+        "nccl-timeout",
+    ]
+    whole = engine.summary()
+    assert (whole.cause, whole.fatal) == ("illegal-memory-access", True)
+    assert any(rule.startswith("nccl-timeout/") for rule in whole.cascade)
+    assert (whole.cause, whole.fatal, whole.cascade) == (
+        (d := diagnose_text(_fault_then_watchdog())).cause,
+        d.fatal,
+        d.cascade,
+    )
+
+
+def test_a_summary_needs_the_engine_to_keep_its_windows() -> None:
+    engine = StreamDiagnoser()
+    engine.close()
+    with pytest.raises(ValueError, match="summary=True"):
+        engine.summary()

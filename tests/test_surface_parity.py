@@ -2,7 +2,7 @@
 
 The library on text and on a file, the file gzip-compressed, the file through the big-file
 (windowed) path, the CLI on many files in one call and on stdin, ``diagnose serve`` over
-HTTP, and the stream's first fatal report, on
+HTTP, the stream's first fatal report and its whole-log summary, on
 every rule's matching examples and (where ``../shared`` is beside the checkout) every dev
 log.  The figure the hardening and engine issues ask for is 100%, and this test holds it.
 """
@@ -124,6 +124,23 @@ def test_the_stream_reports_the_same_first_fatal_verdict(
                 differ.append((name, want, None))
         elif _key(first) != want:
             differ.append((name, want, _key(first)))
+    assert differ == []
+
+
+def test_the_stream_summary_agrees_with_whole_text(
+    written: list[tuple[str, str, Path]], library: dict[str, Key]
+) -> None:
+    """The stream's whole-log verdict at close is the whole text's: every window judged
+    together, by the assembly the big-file path uses."""
+    from diagnose.stream import StreamDiagnoser
+
+    differ = []
+    for name, text, _ in written:
+        engine = StreamDiagnoser(summary=True)
+        engine.feed(text)
+        engine.close()
+        if (got := _key(engine.summary())) != library[name]:
+            differ.append((name, library[name], got))
     assert differ == []
 
 

@@ -54,6 +54,7 @@ __all__ = [
     "MAX_LINE",
     "MAX_WINDOW_BYTES",
     "MAX_WINDOW_LINES",
+    "STREAM_HEAD_BYTES",
     "TRIGGERS",
     "WHOLE_INPUT_LIMIT",
     "WINDOW_AFTER",
@@ -157,6 +158,11 @@ _NOT_SEARCHED: Any = object()
 MAX_LINE = 1 << 20
 #: Bytes of windows :func:`scan` keeps in all (the head's quarter, then the newest).
 MAX_KEPT_BYTES = 32 << 20
+#: A windowed log's settings (server args, GPU, versions) are printed at start-up; this
+#: much of its head is read whole for them.  Past the head only readiness lines are
+#: collected: the full context vocabulary ("CUDA", "--", GPU model numbers) matches a
+#: large share of healthy serving lines and made big-file scans several times slower.
+STREAM_HEAD_BYTES = 1 << 20
 #: A window is cut at this many lines or bytes, and the rest of its block passed over (a
 #: recursion dump of a million frames is one crash, not a million bytes of memory); the
 #: scan's window cap is a quarter of what it keeps.
@@ -901,7 +907,12 @@ class WindowCutter:
         ``_MAX_CONTEXT_LINES`` of them)."""
         if self.on_context is not None:
             self.on_context(line_no, raw)
-        elif len(self.context_lines) < _MAX_CONTEXT_LINES:
+        else:
+            self.keep_context(line_no, raw)
+
+    def keep_context(self, line_no: int, raw: bytes) -> None:
+        """Keep one context-literal line for :meth:`result` (up to ``_MAX_CONTEXT_LINES``)."""
+        if len(self.context_lines) < _MAX_CONTEXT_LINES:
             self.context_lines.append((line_no, _decode(raw)))
 
     def _remember_tail(self, buf: bytes, end: int) -> None:
