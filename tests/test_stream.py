@@ -346,7 +346,7 @@ def test_readme_pipeline_examples_run(
     doc = Path(__file__).resolve().parents[1] / "docs" / "pipelines.md"
     section = doc.read_text(encoding="utf-8").split("## Pipelines", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```python\n(.*?)```", section, re.S)
-    assert len(blocks) == 2
+    assert len(blocks) == 3
     example = Path(__file__).resolve().parents[1] / "diagnose" / "examples" / "sm120-ep8-smem.log"
     (tmp_path / "server.log").write_text(stream_of([*healthy(20), *crash(), *healthy(50)]))
     (tmp_path / "logs").mkdir()
@@ -362,8 +362,10 @@ def test_readme_pipeline_examples_run(
             root.removeHandler(handler)
     (line,) = capsys.readouterr().out.splitlines()
     assert line.split()[1] == "26"  # "<cause> <message line> <title>"
+    exec(compile(blocks[1], "README-summary", "exec"), {})
+    assert capsys.readouterr().out.split() == ["illegal-memory-access"]
     pytest.importorskip("distributed", reason="the 'fleet' extra is not installed")
-    exec(compile(blocks[1], "README-fleet", "exec"), {})
+    exec(compile(blocks[2], "README-fleet", "exec"), {})
     out = capsys.readouterr().out
     assert "3 nodes: smem-overflow on sm_120, tile 128x256x128" in out
 
