@@ -157,7 +157,7 @@ def _with_counted(regions: Sequence[Region], result: ScanResult) -> list[Region]
     """Add the repeats the scan counted without windows to the regions of their shape."""
     if not result.repeated:
         return list(regions)
-    from diagnose.ingest.scan import line_shape
+    from diagnose.ingest.flood import line_shape
 
     counted = {shape: (n, last) for shape, n, _first, last in result.repeated}
     wanted = {r.message_line for r in regions}

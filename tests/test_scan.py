@@ -370,8 +370,11 @@ _FLOOD_KINDS = (
     # a long stem around its trigger: learned, then blanked from the search in bulk
     "WARNING 01-02 10:00:{s:02d} [scheduler.py:1560] Sequence group {i} is preempted by "
     "PreemptionMode.RECOMPUTE mode because there is not enough KV cache space (error {j})",
-    # a short stem (", error_count: "): never learned, counted line by line
+    # a short stem (", error_count: "): learned, but blanked only on lines of its own shape
     "[TP{j}] Decode batch {i}, error_count: {s}",
+    # another message with the same short stem: its copies stay in the search, counted as
+    # repeats of their own shape
+    "[TP{j}] Prefill chunk {i}, error_count: {s}",
     # the stem holds a readiness phrase: never blanked, or readiness would be lost
     "INFO {s} worker {i}: The server is fired up and ready to roll, cache error {j} ignored",
 )
@@ -428,6 +431,8 @@ def test_blanking_a_learned_flood_counts_every_copy_and_keeps_every_crash(
     monkeypatch.setattr(scan_module, "LEARN_FLOOD_AFTER", 10**9)
     by_line = _scan_text(text, **kwargs)
     assert [s for s in learned if b"preempted" in s] and not [s for s in learned if b"fired" in s]
+    # the short stem two messages share belongs to the one that flooded first, for good
+    assert len([s for s in learned if b"error_count" in s]) == 1
     assert retired  # the flood ebbed and its stems stopped costing a pass
     assert len(bulk.windows) <= len(by_line.windows)
     assert bulk.context == by_line.context and bulk.total_lines == by_line.total_lines
@@ -447,7 +452,7 @@ def test_blanking_a_learned_flood_counts_every_copy_and_keeps_every_crash(
 
 
 def test_a_flood_stem_is_learned_only_when_blanking_it_hides_nothing_else() -> None:
-    from diagnose.ingest.flood import MIN_STEM, FloodMask, stem_of
+    from diagnose.ingest.flood import MIN_CHECKED_STEM, MIN_STEM, FloodMask, line_shape, stem_of
 
     line = b"W 10:00:01 group 77 is preempted because there is not enough KV cache space (x 3)"
     at = line.index(b"not enough")
@@ -459,10 +464,23 @@ def test_a_flood_stem_is_learned_only_when_blanking_it_hides_nothing_else() -> N
     finds = FloodMask(lambda t: b"enough" in t or b"Traceback" in t, lambda t: b"ready" in t)
     assert finds.learn(line, at, at + 10, b"shape-1")
     assert not finds.learn(line, at, at + 10, b"shape-1")  # each shape is looked at once
-    # too short to name one message
+    # too short to name one message: learned, but a copy is blanked only on a line of its shape
     short = b"[TP1] batch 7, error_count: 0"
-    assert len(stem_of(short, 15, 20)) < MIN_STEM
-    assert not finds.learn(short, 15, 20, b"shape-2")
+    at = short.index(b"error")
+    assert MIN_CHECKED_STEM <= len(stem_of(short, at, at + 5)) < MIN_STEM
+    checked = FloodMask(lambda t: b"error" in t, lambda t: False)
+    assert checked.learn(short, at, at + 5, line_shape(short))
+    other = b"[TP1] prefill 9 requeued, error_count: 3"
+    piece = short + b"\n" + other + b"\n" + short.replace(b"7", b"12") + b"\n"
+    masked = checked.mask(piece, 0, len(piece))
+    [(count, _, _)] = masked.found.values()
+    assert count == 2 and masked.search_buf.count(b"error") == 1  # the other message stays
+    assert (
+        checked.copies_in(b", error_count: ", short),
+        checked.copies_in(b", error_count: ", other),
+    ) == (1, 0)
+    assert len(stem_of(b"[TP1] x 7, err 0", 10, 13)) < MIN_CHECKED_STEM
+    assert not checked.learn(b"[TP1] x 7, err 0", 10, 13, b"shape-9")  # too short even to check
     # another trigger outside the stem would be hidden with it
     other = b"Traceback 9 is preempted because there is not enough KV cache space again"
     assert not finds.learn(other, other.index(b"not enough"), other.index(b" KV"), b"shape-3")

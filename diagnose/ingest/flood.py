@@ -28,12 +28,27 @@ found one by one cost.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
-__all__ = ["MAX_STEMS", "MIN_STEM", "FloodMask", "Masked", "stem_of"]
+__all__ = [
+    "MAX_STEMS",
+    "MIN_CHECKED_STEM",
+    "MIN_STEM",
+    "FloodMask",
+    "Masked",
+    "line_shape",
+    "stem_of",
+]
 
-#: A stem shorter than this could be a phrase of other messages too.
+#: A stem shorter than this could be a phrase of other messages too: its copies are blanked
+#: only on lines of the flood's own shape (checked one by one, ~2 us a copy).
 MIN_STEM = 24
+#: Shorter than this, a stem is not learned at all: too common a run to be worth a pass.
+#: A flood whose trigger sits between numbers ("#running-req: 12, error_count: 0") has a
+#: short stem (", error_count: "); found one by one its copies cost ~25 us each
+#: (bench/results/flood.md).
+MIN_CHECKED_STEM = 8
 #: Stems kept at once; a pass each over every later chunk (~1 ms a MiB).
 MAX_STEMS = 8
 #: A stem is worth its pass while a big piece holds at least one copy per this many bytes
@@ -41,6 +56,20 @@ MAX_STEMS = 8
 MIN_YIELD = 8192
 _JUDGED_PIECE = 1 << 20  # pieces smaller than this say nothing of a stem's yield
 _DIGITS = frozenset(b"0123456789")
+_SHAPE_HEX = re.compile(rb"0x[0-9a-fA-F]+")
+
+
+def line_shape(raw: bytes) -> bytes:
+    """A line with its numbers (decimal and ``0x`` hex) masked: what repeats of one message
+    share ("step 9" and "step 100" alike).  Run on every hit of a flood, so the decimal
+    digits are dropped by ``bytes.translate`` (0.3 us a line; the run-collapsing pattern
+    took 2.4 us).  Only a digit between two letters could make two messages one shape
+    ("sm90" and "sm"): a shape is a key for counting repeats, and a line that opens a block
+    is windowed whatever its shape."""
+    raw = raw[:512]
+    if b"0x" in raw:
+        raw = _SHAPE_HEX.sub(b"#", raw)
+    return raw.translate(None, b"0123456789")
 
 
 class Masked:
@@ -87,6 +116,8 @@ class FloodMask:
         self._context = finds_context
         self.stems: dict[bytes, bytes] = {}  # stems in use -> the shape copies count as
         self.shape_of: dict[bytes, bytes] = {}  # every stem ever learned -> its shape
+        # short stems: a copy is blanked only where its line has the stem's shape
+        self.checked: set[bytes] = set()
         self.tried: set[bytes] = set()  # shapes already looked at, learned or not
 
     def learn(self, line: bytes, start: int, stop: int, shape: bytes) -> bool:
@@ -98,12 +129,24 @@ class FloodMask:
             return False
         self.tried.add(shape)
         stem = stem_of(line, start, stop)
-        if len(stem) < MIN_STEM or stem in self.stems:
+        # A stem belongs to the first shape that learned it, even once retired: the counts of
+        # copies blanked earlier are that shape's (another message may share a short stem).
+        if len(stem) < MIN_CHECKED_STEM or stem in self.shape_of:
             return False
         if self._context(stem) or self._finds(line.replace(stem, _filler(len(stem)))):
             return False
         self.stems[stem] = self.shape_of[stem] = shape
+        if len(stem) < MIN_STEM:
+            self.checked.add(stem)
         return True
+
+    def copies_in(self, stem: bytes, line: bytes) -> int:
+        """How many copies of ``stem`` the mask blanked in ``line`` (a line of a window)."""
+        if stem not in line:
+            return 0
+        if stem in self.checked:
+            return 1 if line_shape(line) == self.shape_of[stem] else 0
+        return line.count(stem)
 
     def mask(self, buf: bytes, lo: int, hi: int) -> Masked:
         """``buf`` with every stem copy in ``buf[lo:hi]`` blanked, and what was blanked.
@@ -118,14 +161,29 @@ class FloodMask:
         judged = hi - lo >= _JUDGED_PIECE
         for stem in stems:
             size, fill = len(stem), _filler(len(stem))
-            first = at = buf.find(stem, lo, hi)
-            count, last = 0, -1
+            at = buf.find(stem, lo, hi)
+            count, first, last = 0, -1, -1
+            shape = self.shape_of[stem] if stem in self.checked else None
             while at >= 0:
+                nxt = at + size
+                if shape is not None:
+                    # a short stem: only on a line of the flood's shape, once a line
+                    start = buf.rfind(b"\n", lo, at) + 1 or lo
+                    stop = buf.find(b"\n", at, hi)
+                    stop = hi if stop < 0 else stop
+                    nxt = stop
+                    if line_shape(buf[start:stop]) != shape:
+                        at = buf.find(stem, nxt, hi)
+                        continue
                 if out is None:
                     out = bytearray(buf)
-                out[at : at + size] = fill
+                if first < 0:
+                    first = at
                 count, last = count + 1, at
-                at = buf.find(stem, at + size, hi)
+                while 0 <= at < nxt:  # every copy on a checked line (one, in a flood)
+                    out[at : at + size] = fill
+                    at = buf.find(stem, at + size, nxt) if shape is not None else -1
+                at = buf.find(stem, nxt, hi)
             if judged and count * MIN_YIELD < hi - lo:
                 # the flood ebbed: its copies cost less found one by one than this pass
                 del self.stems[stem]

@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple
 
 from diagnose.framelines import FRAME_START
-from diagnose.ingest.flood import FloodMask, Masked
+from diagnose.ingest.flood import FloodMask, Masked, line_shape
 from diagnose.ingest.normalize import HOST_LABEL, JSON_TEXT_KEYS
 from diagnose.ingest.read import WHOLE_INPUT_LIMIT
 from diagnose.records import record
@@ -209,20 +209,6 @@ _MAX_SHAPES = 4096  # distinct shapes remembered; later new shapes are always wi
 #: After this many counted-only copies, a shape's stem is blanked from the search in bulk
 #: (:mod:`diagnose.ingest.flood`): a flood, not a warning seen a few times.
 LEARN_FLOOD_AFTER = 64
-_SHAPE_HEX = re.compile(rb"0x[0-9a-fA-F]+")
-
-
-def line_shape(raw: bytes) -> bytes:
-    """A line with its numbers (decimal and ``0x`` hex) masked: what repeats of one message
-    share ("step 9" and "step 100" alike).  Run on every hit of a flood, so the decimal
-    digits are dropped by ``bytes.translate`` (0.3 us a line; the run-collapsing pattern
-    took 2.4 us).  Only a digit between two letters could make two messages one shape
-    ("sm90" and "sm"): a shape is a key for counting repeats, and a line that opens a block
-    is windowed whatever its shape."""
-    raw = raw[:512]
-    if b"0x" in raw:
-        raw = _SHAPE_HEX.sub(b"#", raw)
-    return raw.translate(None, b"0123456789")
 
 
 class RepeatCounter:
@@ -706,7 +692,7 @@ class WindowCutter:
     def _take_back(self, line_no: int, raw: bytes) -> None:
         """A window holds line ``line_no``: its blanked stem copies are not counted repeats."""
         for stem, (first, end) in self.blanked.items():
-            copies = raw.count(stem) if first <= line_no < end else 0
+            copies = self.flood.copies_in(stem, raw) if first <= line_no < end else 0
             shape = self.flood.shape_of[stem]
             counted = self.repeats.get(shape)
             if copies and counted is not None:
