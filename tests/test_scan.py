@@ -11,13 +11,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from diagnose.ingest.flood import line_shape
 from diagnose.ingest.normalize import normalize
 from diagnose.ingest.scan import (
     REPEAT_WINDOWS,
     WHOLE_INPUT_LIMIT,
     ScanResult,
     Window,
-    line_shape,
     scan,
 )
 from diagnose.regions import find_regions
@@ -452,7 +452,7 @@ def test_blanking_a_learned_flood_counts_every_copy_and_keeps_every_crash(
 
 
 def test_a_flood_stem_is_learned_only_when_blanking_it_hides_nothing_else() -> None:
-    from diagnose.ingest.flood import MIN_CHECKED_STEM, MIN_STEM, FloodMask, line_shape, stem_of
+    from diagnose.ingest.flood import MIN_CHECKED_STEM, MIN_STEM, FloodMask, stem_of
 
     line = b"W 10:00:01 group 77 is preempted because there is not enough KV cache space (x 3)"
     at = line.index(b"not enough")
