@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, BinaryIO
 from diagnose.context import LogContext, extract_context
 from diagnose.ingest.normalize import normalize
 from diagnose.ingest.read import (
+    STREAM_HEAD_BYTES,
     WHOLE_INPUT_LIMIT,
     Bounded,
     input_note,
     open_bounded,
 )
-from diagnose.ingest.scan import STREAM_HEAD_BYTES
 from diagnose.model import LogLine, Region
 from diagnose.records import record
 from diagnose.regions import Wording, find_regions, merge_repeats

@@ -507,3 +507,19 @@ def test_frames_cut_from_both_ends_of_their_traceback_are_windowed() -> None:
     windowed = {w.first_line + k for w in result.windows for k in range(len(w.lines))}
     assert all(101 + k in windowed for k in range(len(frames)))
     _check_windows(result, rows)
+
+
+def test_a_small_input_never_imports_the_scanner() -> None:
+    """The window settings a small input's path needs live in ingest/read.py: importing the
+    scanner (its patterns, the flood mask) costs every one-shot CLI run ~1.5 ms."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from diagnose import diagnose_text\n"
+        "diagnose_text('RuntimeError: CUDA error: an illegal memory access was encountered')\n"
+        "print('diagnose.ingest.scan' in sys.modules, 'diagnose.ingest.flood' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]

@@ -34,6 +34,7 @@ __all__ = [
     "MAX_INPUT_BYTES",
     "MAX_LINE_CHARS",
     "NOTE_PREFIX",
+    "STREAM_HEAD_BYTES",
     "WHOLE_INPUT_LIMIT",
     "Bounded",
     "dropped_marker",
@@ -52,6 +53,12 @@ __all__ = [
 #: server log took 4.0 s whole and takes 0.95 s scanned, with the same verdict).
 #: Kept here, not in ``scan``, so a small input never imports the scanner (~1.5 ms).
 WHOLE_INPUT_LIMIT = 1024 * 1024
+#: A log read as a stream prints its settings (server args, GPU, versions) at start-up; this
+#: much of its head is read whole for them.  Past the head only readiness lines are
+#: collected: the full context vocabulary ("CUDA", "--", GPU model numbers) matches a
+#: large share of healthy serving lines and made big-file scans several times slower.
+#: The big-file scan and the stream's whole-log summary both keep this much.
+STREAM_HEAD_BYTES = 1 << 20
 
 #: Longest line kept, in characters.  The longest real frame we know of (a demangled
 #: CUTLASS grouped-GEMM kernel with every template argument spelled out) is about 60 KB,

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple
 from diagnose.framelines import FRAME_START
 from diagnose.ingest.flood import FloodMask, Masked, line_shape
 from diagnose.ingest.normalize import HOST_LABEL, JSON_TEXT_KEYS
-from diagnose.ingest.read import WHOLE_INPUT_LIMIT
+from diagnose.ingest.read import STREAM_HEAD_BYTES, WHOLE_INPUT_LIMIT
 from diagnose.records import record
 
 if TYPE_CHECKING:
@@ -158,11 +158,6 @@ _NOT_SEARCHED: Any = object()
 MAX_LINE = 1 << 20
 #: Bytes of windows :func:`scan` keeps in all (the head's quarter, then the newest).
 MAX_KEPT_BYTES = 32 << 20
-#: A windowed log's settings (server args, GPU, versions) are printed at start-up; this
-#: much of its head is read whole for them.  Past the head only readiness lines are
-#: collected: the full context vocabulary ("CUDA", "--", GPU model numbers) matches a
-#: large share of healthy serving lines and made big-file scans several times slower.
-STREAM_HEAD_BYTES = 1 << 20
 #: A window is cut at this many lines or bytes, and the rest of its block passed over (a
 #: recursion dump of a million frames is one crash, not a million bytes of memory); the
 #: scan's window cap is a quarter of what it keeps.
