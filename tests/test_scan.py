@@ -523,3 +523,35 @@ def test_a_small_input_never_imports_the_scanner() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
+
+
+def test_the_trigger_automaton_fits_its_dfa_budget(tmp_path: Path) -> None:
+    """RE2 falls back from its DFA to the NFA, silently, once the trigger union outgrows the
+    memory budget, and placing each hit then costs ~100x more (rounds 269-276's dozen new
+    triggers took a 32 MB flood log from 1.8 s to 16 s). RE2 says so when asked to log: the
+    scan over a flood log, with logging forced on, must not print it."""
+    import subprocess
+    import sys
+
+    log = tmp_path / "flood.log"
+    log.write_text("\n".join(_flood_log(3)) + "\n", encoding="utf-8")
+    probe = (
+        "import sys, re2\n"
+        "compile_ = re2.compile\n"
+        "def loud(pattern, options=None):\n"
+        "    options.log_errors = True\n"
+        "    return compile_(pattern, options=options)\n"
+        "re2.compile = loud\n"
+        "from diagnose.context import ready_phrases\n"
+        "from diagnose.engine import rule_triggers\n"
+        "from diagnose.ingest import scan\n"
+        "with open(sys.argv[1], 'rb') as f:\n"
+        "    result = scan.scan(f, barriers=ready_phrases(), folded_triggers=rule_triggers(()),\n"
+        "                       threads=0)\n"
+        "print(result.hits)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe, str(log)], capture_output=True, text=True, check=True
+    )
+    assert int(out.stdout) > 0
+    assert "DFA out of memory" not in out.stderr

@@ -196,6 +196,8 @@ _JSON_TEXT = re.compile(rb'\{"(?:' + "|".join(JSON_TEXT_KEYS).encode() + rb')": 
 #: flood log 70x slower than grep (bench/results/README.md).  More than a host's ranks, so
 #: one failure printed by every rank still gets its windows.
 REPEAT_WINDOWS = 32
+#: RE2's memory budget for the trigger automata (see :func:`window_cutter`).
+_RE2_MAX_MEM = 64 << 20
 #: Lines of context a window keeps before a hit, and after the last line that belongs to it:
 #: the one definition the scan and the stream share.
 WINDOW_BEFORE = 20
@@ -493,6 +495,10 @@ def window_cutter(
     options = re2.Options()
     options.log_errors = False  # a DFA out of its budget falls back quietly
     options.never_capture = True
+    # The trigger union (500+ literals, some folded) outgrew RE2's default 8 MB DFA budget once
+    # rules 269-276 added a dozen: its matches then fell back to the NFA, and placing each hit
+    # went from ~4 us to ~380 us (a 32 MB flood log: 1.8 s -> 16 s). The cache grows lazily.
+    options.max_mem = _RE2_MAX_MEM
     trig = [t.encode() if isinstance(t, str) else t for t in triggers if t]
     loose = [t.encode() for t in folded_triggers if t]
     bars = [b.encode() if isinstance(b, str) else b for b in barriers if b]
