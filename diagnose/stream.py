@@ -269,20 +269,9 @@ class StreamDiagnoser:
         if not self.keeps_summary:
             raise ValueError("StreamDiagnoser(summary=True) keeps what a summary needs")
         from diagnose.engine import diagnose_parsed, rule_wording
-        from diagnose.ingest.scan import ScanResult
         from diagnose.pipeline import parse_windows
 
-        cutter = self._cutter
-        kept = cutter.kept
-        result = ScanResult(
-            windows=kept.all(),
-            context=tuple(cutter.context_lines),
-            total_lines=cutter.line_base - 1,
-            total_bytes=self._stats.bytes,
-            hits=cutter.hits,
-            dropped_windows=kept.dropped,
-            repeated=tuple((k, n, a, b) for k, (n, a, b) in cutter.repeats.items()),
-        )
+        result = self._cutter.kept_so_far(self._stats.bytes)
         head = _decode(bytes(self._head))
         parsed = parse_windows(self.source, head, result, rule_wording(self.rule_dirs))
         return diagnose_parsed(parsed, rule_dirs=self.rule_dirs)

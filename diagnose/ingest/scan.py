@@ -919,6 +919,10 @@ class WindowCutter:
     def result(self, total_bytes: int) -> ScanResult:
         """Close the open window and return everything kept."""
         self._close()
+        return self.kept_so_far(total_bytes)
+
+    def kept_so_far(self, total_bytes: int) -> ScanResult:
+        """Everything kept from the windows closed so far (the open one stays open)."""
         return ScanResult(
             windows=self.kept.all(),
             context=tuple(self.context_lines),
