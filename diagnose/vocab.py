@@ -221,6 +221,13 @@ def _parse(src: TomlSource, path: Path, name: str) -> Vocabulary:
                 # flag anywhere but at the start: fail here, not on the first log.
                 raise src.error(f"{prefix}.text", "must not set global flags such as (?i): "
                                 "set ignore_case = true for the file, or use (?i:...)")  # fmt: skip
+            if _blank_prefilter(text):
+                # The literal prefilter keeps one literal a branch, the run every match holds:
+                # "(?:Unsupported|Invalid) ..." leaves " ", which every line holds, and the
+                # entry then makes every line a candidate (caught by a test at stop 22).
+                raise src.error(f"{prefix}.text", "its literal prefilter is only blank space, "
+                                "which every line holds: give each branch a word of its own "
+                                "(two entries rather than one alternation)")  # fmt: skip
         examples = entry.get("examples")
         if not isinstance(examples, list) or not examples:
             raise src.error(f"{prefix}.examples" if "examples" in entry else prefix,
@@ -235,6 +242,13 @@ def _parse(src: TomlSource, path: Path, name: str) -> Vocabulary:
         attrs = tuple((a, entry[a]) for a in attributes if a in entry)
         terms.append(Term(text, tuple(examples), str(reference), attrs))
     return Vocabulary(name, match, ignore_case, tuple(terms))
+
+
+def _blank_prefilter(pattern: str) -> bool:
+    """Whether a literal the prefilter would look for in ``pattern`` is only white space."""
+    from diagnose.literals import regex_literals
+
+    return any(not lit.strip() for lit in regex_literals(pattern) or ())
 
 
 storable(Term, Vocabulary)

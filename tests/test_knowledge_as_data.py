@@ -100,6 +100,22 @@ def test_a_global_flag_in_a_pattern_entry_fails_at_load_not_on_the_first_log(
     assert err.value.field == "entries[0].text" and "ignore_case" in str(err.value)
 
 
+def test_a_pattern_whose_prefilter_is_blank_fails_at_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two opening words in one alternation leave the prefilter " ": every line would hold it.
+    (tmp_path / "vocab").mkdir()
+    (tmp_path / "vocab" / "caught.toml").write_text(
+        'name = "caught"\ndescription = "d"\nmatch = "pattern"\n\n[[entries]]\n'
+        "text = '^(?:Unsupported|Invalid) [\\w .-]{1,60}(?:configuration|setting):'\n"
+        'examples = ["Unsupported widget configuration: x=1"]\n'
+    )
+    monkeypatch.setenv(ENV_VAR, str(tmp_path))
+    with pytest.raises(RuleFileError) as err:
+        vocabulary("caught")
+    assert err.value.field == "entries[0].text" and "blank space" in str(err.value)
+
+
 @pytest.mark.parametrize(
     "name", ["ready", "carried-on", "caught", "engine-dead", "gave-up", "request-failed"]
 )
