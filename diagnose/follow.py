@@ -214,17 +214,17 @@ def watch(
     for event in engine.close():
         if (done := take(event, stop_on_crash=False)) is not None:
             return done
+    if until_ready and last_fatal is not None:
+        return WatchResult("crash", for_verdict(True, last_fatal.known),
+                           f"fatal crash before the server was ready: {last_fatal.title}",
+                           crash=last_fatal, reports=reports)  # fmt: skip
     # The whole log judged at its end: a crash the server later came through (a ready line
     # after it) or a cascade of one root is not the alarm a window alone raised.
     summary = engine.summary()
-    if until_ready:
-        # never ready: a crash's cause, else not a success and no cause to name
-        code = for_verdict(True, last_fatal.known if last_fatal else False)
+    if until_ready:  # never ready and no crash: not a success, and no cause to name
+        code = ExitCode.FATAL_UNKNOWN_CAUSE
     else:
         code = for_verdict(summary.fatal, summary.known)
-    if until_ready and last_fatal is not None:
-        return WatchResult("crash", code, f"fatal crash before the server was ready: "
-                           f"{last_fatal.title}", crash=last_fatal, reports=reports)  # fmt: skip
     if expired():
         what = "not ready" if until_ready else "stopped"
         return WatchResult("timeout", code, f"{what} after {timeout:g} s{_whole(summary)}",

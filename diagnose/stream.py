@@ -43,11 +43,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
+from diagnose.ingest.read import STREAM_HEAD_BYTES
 from diagnose.ingest.scan import (
     MAX_LINE,
     MAX_WINDOW_BYTES,
     MAX_WINDOW_LINES,
-    STREAM_HEAD_BYTES,
     WINDOW_AFTER,
     WINDOW_BEFORE,
     FastSearch,

@@ -180,9 +180,12 @@ class FloodMask:
                 if first < 0:
                     first = at
                 count, last = count + 1, at
-                while 0 <= at < nxt:  # every copy on a checked line (one, in a flood)
+                if shape is None:
                     out[at : at + size] = fill
-                    at = buf.find(stem, at + size, nxt) if shape is not None else -1
+                else:  # every copy on the checked line (one, in a flood)
+                    while at >= 0:
+                        out[at : at + size] = fill
+                        at = buf.find(stem, at + size, nxt)
                 at = buf.find(stem, nxt, hi)
             if judged and count * MIN_YIELD < hi - lo:
                 # the flood ebbed: its copies cost less found one by one than this pass

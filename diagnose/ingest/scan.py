@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple
 from diagnose.framelines import FRAME_START
 from diagnose.ingest.flood import FloodMask, Masked, line_shape
 from diagnose.ingest.normalize import HOST_LABEL, JSON_TEXT_KEYS
-from diagnose.ingest.read import STREAM_HEAD_BYTES, WHOLE_INPUT_LIMIT
+from diagnose.ingest.read import WHOLE_INPUT_LIMIT
 from diagnose.records import record
 
 if TYPE_CHECKING:
@@ -54,7 +54,6 @@ __all__ = [
     "MAX_LINE",
     "MAX_WINDOW_BYTES",
     "MAX_WINDOW_LINES",
-    "STREAM_HEAD_BYTES",
     "TRIGGERS",
     "WHOLE_INPUT_LIMIT",
     "WINDOW_AFTER",
