@@ -85,35 +85,42 @@ def test_a_broken_vocabulary_fails_naming_file_line_and_field(
     assert err.value.line is not None
 
 
-def test_a_global_flag_in_a_pattern_entry_fails_at_load_not_on_the_first_log(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Entries are joined into one alternation, where Python rejects "(?i)" after the start.
+def _pattern_entry_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str, example: str
+) -> RuleFileError:
+    """Load a one-entry pattern vocabulary and return the error it fails with."""
     (tmp_path / "vocab").mkdir()
     (tmp_path / "vocab" / "caught.toml").write_text(
         'name = "caught"\ndescription = "d"\nmatch = "pattern"\n\n[[entries]]\n'
-        "text = '(?i)served on after an error'\nexamples = [\"Served on after an error\"]\n"
+        f"text = '{text}'\nexamples = [\"{example}\"]\n"
     )
     monkeypatch.setenv(ENV_VAR, str(tmp_path))
     with pytest.raises(RuleFileError) as err:
         vocabulary("caught")
-    assert err.value.field == "entries[0].text" and "ignore_case" in str(err.value)
+    return err.value
+
+
+def test_a_global_flag_in_a_pattern_entry_fails_at_load_not_on_the_first_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Entries are joined into one alternation, where Python rejects "(?i)" after the start.
+    err = _pattern_entry_error(
+        tmp_path, monkeypatch, "(?i)served on after an error", "Served on after an error"
+    )
+    assert err.field == "entries[0].text" and "ignore_case" in str(err)
 
 
 def test_a_pattern_whose_prefilter_is_blank_fails_at_load(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Two opening words in one alternation leave the prefilter " ": every line would hold it.
-    (tmp_path / "vocab").mkdir()
-    (tmp_path / "vocab" / "caught.toml").write_text(
-        'name = "caught"\ndescription = "d"\nmatch = "pattern"\n\n[[entries]]\n'
-        "text = '^(?:Unsupported|Invalid) [\\w .-]{1,60}(?:configuration|setting):'\n"
-        'examples = ["Unsupported widget configuration: x=1"]\n'
+    err = _pattern_entry_error(
+        tmp_path,
+        monkeypatch,
+        r"^(?:Unsupported|Invalid) [\w .-]{1,60}(?:configuration|setting):",
+        "Unsupported widget configuration: x=1",
     )
-    monkeypatch.setenv(ENV_VAR, str(tmp_path))
-    with pytest.raises(RuleFileError) as err:
-        vocabulary("caught")
-    assert err.value.field == "entries[0].text" and "blank space" in str(err.value)
+    assert err.field == "entries[0].text" and "blank space" in str(err)
 
 
 @pytest.mark.parametrize(
