@@ -501,7 +501,7 @@ class StreamDiagnoser:
 
     def _diagnose(self, segments: list[tuple[int, list[str]]], end: int) -> Diagnosis | None:
         """Parse a window (one or two pieces: first line, lines) and diagnose it; ``None``
-        when it holds no crash region."""
+        when it holds no crash region and no log-scope rule names a cause in it."""
         from diagnose.context import extract_context
         from diagnose.engine import diagnose_parsed
         from diagnose.ingest.normalize import normalize
@@ -522,10 +522,11 @@ class StreamDiagnoser:
         diagnosis = diagnose_parsed(parsed, rule_dirs=self.rule_dirs)
         if regions:
             return diagnosis
-        # No crash region, but a log-scope rule may still name a fatal cause from lines no
-        # region holds ("Reason: OOMKilled" in a pod's status, torch's hint line naming a
-        # capture error): the whole-log path reports it, so the stream does too.
-        return diagnosis if diagnosis.primary is not None and diagnosis.fatal else None
+        # No crash region, but a log-scope rule may still name a cause from lines no region
+        # holds ("Reason: OOMKilled" in a pod's status, torch's hint line naming a capture
+        # error, torch's warning that the GPU is outside its build's range): the whole-log
+        # path reports it, fatal or not, so the stream does too.
+        return diagnosis if diagnosis.primary is not None else None
 
 
 def _merge(head: LogContext, window: LogContext) -> LogContext:
