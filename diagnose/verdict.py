@@ -415,17 +415,18 @@ def _only_warned(region: Region) -> bool:
     line = next((ln for ln in region.body if ln.number == region.message_line), None)
     if line is None:
         return False
-    if region.kind == "cpp-backtrace":
-        if not _logged_exception_trace(region, line):
-            return False
-    elif region.lines[0] != region.lines[1] and not _continued_record(region, line):
-        return False
     text = line.text.lstrip()
     # A record that ends nothing by itself (kb/vocab/mild-records.toml): NCCL's WARN before
     # it picks another transport (aws/aws-k8s-tester#454), the GPU driver's own checks that
     # healthy start-ups print too; in a plain error line with no logger level, a warning
     # that carries its level in the text.
     mild = vocabulary("mild-records").search(text)
+    in_text = mild is not None and bool(mild.attribute("level_in_text", False))
+    if region.kind == "cpp-backtrace":
+        if not _logged_exception_trace(region, line):
+            return False
+    elif region.lines[0] != region.lines[1] and not _continued_record(region, line, in_text):
+        return False
     if mild is not None and not mild.attribute("level_in_text", False):
         return True
     if region.kind not in ("error-line", "cpp-backtrace"):
@@ -458,14 +459,16 @@ def _logged_exception_trace(region: Region, line: LogLine) -> bool:
     return raised
 
 
-def _continued_record(region: Region, line: LogLine) -> bool:
+def _continued_record(region: Region, line: LogLine, level_in_text: bool = False) -> bool:
     """A one-record region whose message goes on over lines with no logger prefix of their
     own: LMCache's "[ts] LMCache WARNING: Failed to allocate memory for the KV cache." then
     "The KV cache will not be stored." (LMCache/LMCache#969). The record is the message
-    line's, and its level is the record's."""
+    line's, and its level is the record's, from its logger prefix or, with
+    ``level_in_text``, from its own words (llama.cpp's "warning: failed to mlock ..." then
+    "Try increasing RLIMIT_MLOCK ..."; h2oai/h2ogpt#812, round 306)."""
     return (
         region.kind == "error-line"
-        and line.level is not None
+        and (line.level is not None or level_in_text)
         and region.lines[0] == region.message_line
         and all(ln.level is None and not ln.prefixed for ln in region.body if ln is not line)
     )
