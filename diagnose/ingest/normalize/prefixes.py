@@ -77,6 +77,11 @@ _DIGIT_PREFIX = lazy(
     rf"|{_TS} - [\w.<>-]{{1,200}} - (?P<cookbook>{_LEVEL}) - "
     # and "asctime name process levelname message" (xinference): the level padded to 8
     rf"|{_TS} [A-Za-z_][\w.<>-]{{0,199}}(?: \d{{1,8}})? (?P<spaced>{_LEVEL}) +"
+    # Rust's tracing (TGI's launcher and router): "2023-10-17T07:47:06.229031Z  WARN
+    # text_generation_launcher: Unable to use Flash Attention V2: ..." (the level padded to 5;
+    # a warning the launcher goes on after, huggingface/text-generation-inference#1161). The
+    # target stays in the message: kb/stacks.toml knows the engine by it.
+    rf"|{_TS} {{1,2}}(?P<tracing>{_LEVEL}) (?=[\w:.-]{{1,200}}: )"
     # docker --timestamps / k8s (CRI adds 'stdout F'), python logging "ts - ", ts | message
     rf"|{_TS}(?: (?:stdout|stderr) [FP])?(?: - | \| | ?)"
 )
@@ -180,7 +185,11 @@ def _strip_one_prefix(text: str, ident: Ident) -> str | None:
         match = _DIGIT_PREFIX.match(text) if text[4:5] == "-" else None
         if match:
             _note_level(
-                match.group("loguru") or match.group("cookbook") or match.group("spaced"), ident
+                match.group("loguru")
+                or match.group("cookbook")
+                or match.group("spaced")
+                or match.group("tracing"),
+                ident,
             )
             return text[match.end() :]
     elif first in _ALPHA_FIRST:
