@@ -134,11 +134,14 @@ def _wrapped(line: str) -> str:
 
 
 @pytest.mark.parametrize(
-    "wrap", [_wrapped, lambda line: f"node07: {line}"], ids=["json-record", "host-label"]
+    "wrap",
+    [_wrapped, lambda line: f"node07: {line}", lambda line: f"> {line}", lambda line: f"> > {line}"],
+    ids=["json-record", "host-label", "chat-quote", "nested-quote"],
 )
 def test_a_wrapped_traceback_continues_the_window(wrap: Callable[[str], str]) -> None:
-    # A traceback whose frame lines are inside JSON log records (docker json-file) or under
-    # a pdsh/srun host label: no frame line holds a trigger, the window must run on anyway.
+    # A traceback whose frame lines are inside JSON log records (docker json-file), under a
+    # pdsh/srun host label or quoted in a chat reply: no frame line holds a trigger, the window
+    # must run on anyway.
     block = ["Traceback (most recent call last):"]
     for i in range(40):
         block += [f'  File "/srv/frob/m{i}.py", line {i + 1}, in f{i}', f"    f{i + 1}()"]

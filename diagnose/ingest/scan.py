@@ -258,6 +258,12 @@ def continues_block(line: bytes) -> bool:
     Shared by the big-file scanner and :mod:`diagnose.stream`, which must agree on where
     a crash block ends.
     """
+    if line[:2] == b"> ":
+        # A chat or Markdown quote ("> Caught signal 11 ..." then ">  0 0x... __sigaction()"):
+        # the reader strips the markers before parsing, so the block goes on in the quoted text
+        # (NVIDIA/nvshmem's backtrace quoted in deepseek-ai/DeepEP#36, round 284).
+        while line[:2] == b"> ":
+            line = line[2:]
     if line[:1] in (b" ", b"\t"):
         return True
     if line[:2] == b'{"':  # a JSON log record (docker json-file, fluent-bit): judge its text
