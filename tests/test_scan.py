@@ -135,7 +135,12 @@ def _wrapped(line: str) -> str:
 
 @pytest.mark.parametrize(
     "wrap",
-    [_wrapped, lambda line: f"node07: {line}", lambda line: f"> {line}", lambda line: f"> > {line}"],
+    [
+        _wrapped,
+        lambda line: f"node07: {line}",
+        lambda line: f"> {line}",
+        lambda line: f"> > {line}",
+    ],
     ids=["json-record", "host-label", "chat-quote", "nested-quote"],
 )
 def test_a_wrapped_traceback_continues_the_window(wrap: Callable[[str], str]) -> None:
