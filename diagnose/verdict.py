@@ -427,7 +427,7 @@ def _only_warned(region: Region) -> bool:
             return False
     elif region.lines[0] != region.lines[1] and not _continued_record(region, line, in_text):
         return False
-    if mild is not None and not mild.attribute("level_in_text", False):
+    if mild is not None and not in_text:
         return True
     if region.kind not in ("error-line", "cpp-backtrace"):
         return False

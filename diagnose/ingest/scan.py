@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple
 
 from diagnose.framelines import FRAME_START
 from diagnose.ingest.flood import FloodMask, Masked, line_shape
-from diagnose.ingest.normalize import HOST_LABEL, JSON_TEXT_KEYS
+from diagnose.ingest.normalize import HOST_LABEL, JSON_TEXT_KEYS, QUOTE_MARK
 from diagnose.ingest.read import WHOLE_INPUT_LIMIT
 from diagnose.records import record
 
@@ -185,6 +185,8 @@ _BLOCK_WORDS = (
     b"~",
 )
 _HOST_LABEL = re.compile(HOST_LABEL.encode() + rb": ")
+# Chat and Markdown quote markers, nested, as normalize strips them.
+_QUOTES = re.compile(rb"(?:" + QUOTE_MARK.encode() + rb")+")
 # The start of a JSON log record's text field (the keys normalize unwraps).
 _JSON_TEXT = re.compile(rb'\{"(?:' + "|".join(JSON_TEXT_KEYS).encode() + rb')": ?"')
 
@@ -258,12 +260,14 @@ def continues_block(line: bytes) -> bool:
     Shared by the big-file scanner and :mod:`diagnose.stream`, which must agree on where
     a crash block ends.
     """
-    if line[:2] == b"> ":
+    if line[:1] == b">":
         # A chat or Markdown quote ("> Caught signal 11 ..." then ">  0 0x... __sigaction()"):
         # the reader strips the markers before parsing, so the block goes on in the quoted text
-        # (NVIDIA/nvshmem's backtrace quoted in deepseek-ai/DeepEP#36, round 284).
-        while line[:2] == b"> ":
-            line = line[2:]
+        # (NVIDIA/nvshmem's backtrace quoted in deepseek-ai/DeepEP#36, round 284). A marker
+        # after leading blanks needs nothing: a blank already continues the block.
+        quoted = _QUOTES.match(line)
+        if quoted is not None:
+            line = line[quoted.end() :]
     if line[:1] in (b" ", b"\t"):
         return True
     if line[:2] == b'{"':  # a JSON log record (docker json-file, fluent-bit): judge its text

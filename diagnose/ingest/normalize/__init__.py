@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from diagnose.ingest.normalize.clean import HOST_LABEL, JSON_TEXT_KEYS, WRAP_WIDTHS, Clean, clean
-from diagnose.ingest.normalize.markup import Fence
+from diagnose.ingest.normalize.markup import QUOTE_MARK, Fence
 from diagnose.ingest.normalize.pastes import MIN_PASTE_LEN, split_pasted, split_prefixed
 from diagnose.ingest.normalize.wraps import (
     LONG_RECORD,
@@ -43,6 +43,7 @@ __all__ = [
     "JSON_TEXT_KEYS",
     "MAX_JOINED_LINES",
     "MIN_INFERRED_WIDTH",
+    "QUOTE_MARK",
     "WRAP_WIDTHS",
     "normalize",
     "normalize_lines",

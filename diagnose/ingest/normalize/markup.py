@@ -8,7 +8,10 @@ from diagnose.lazyre import lazy
 from diagnose.records import record
 
 QUOTE_STARTS = (">", " >", "  >", "   >")
-_QUOTE = lazy(r" {0,3}>(?: |(?=\S)|$)")
+#: One Markdown/chat quote marker, as the reader strips it (the big-file cutter judges the text
+#: under the same markers: diagnose.ingest.scan.continues_block).
+QUOTE_MARK = r" {0,3}>(?: |(?=\S)|$)"
+_QUOTE = lazy(QUOTE_MARK)
 _FENCE = lazy(r" {0,4}(`{3,}|~{3,})(.*)")
 _LANG_TAG = lazy(r"[\w+#.-]{0,32}(?: *\{[^{}]{0,80}\})?")
 _HTML_TAG = lazy(r"</?(?:details|summary|pre|code|kbd|samp|br)\b[^<>]{0,200}>", re.I)
