@@ -89,6 +89,18 @@ def decide(
         lambda ids: f"lived through: the program caught or went on after {ids}: marked survived",
         steps,
     )
+    # A rule written for the survived state (severity below fatal) that read every line a
+    # fatal rule read says the program went on past them: the two describe one message.
+    adjusted = _mark_survived(
+        adjusted,
+        lambda f: _claimed_by_survived_state(f, findings),
+        "a rule written for the survived state read the same line",
+        lambda ids: (
+            f"same line: a rule written for the survived state read every line of {ids}: "
+            "marked survived"
+        ),
+        steps,
+    )
     fatal = [f for f in adjusted if f.fatal]
     pool = _pool(adjusted, fatal, steps)
     if not pool:
@@ -183,6 +195,21 @@ def _rank_key(f: Finding) -> tuple[float, int, int]:
 def _survived(f: Finding, why: str) -> Finding:
     """The same finding, marked as lived through, saying why."""
     return replace(f, fatal=False, notes=(*f.notes, why))
+
+
+def _claimed_by_survived_state(f: Finding, findings: Sequence[Finding]) -> bool:
+    """True when a finding of severity below fatal, at least as confident as ``f``, holds
+    every evidence line of ``f``. A more confident fatal rule is the more specific reading
+    of the line: torch's "CUDA initialization:" warning naming a driver too old for the build
+    stays that fatal cause (the labelled dev case), while llama.cpp's ggml_cuda_init failure,
+    read as well by the equally sure cuda-init-warning, is the server going on on the CPU."""
+    lines = {e.line for e in f.evidence}
+    return bool(lines) and any(
+        w.severity != "fatal"
+        and round(w.confidence, 3) >= round(f.confidence, 3)
+        and lines <= {e.line for e in w.evidence}
+        for w in findings
+    )
 
 
 def _within(f: Finding, spans: Sequence[tuple[int, int]]) -> bool:

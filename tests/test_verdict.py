@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from diagnose.kb import load_kb
@@ -85,6 +87,30 @@ def test_skipped_tactics_do_not_hide_a_later_unexplained_crash() -> None:
         assert any("not explained by any rule" in n for n in d.notes)
     else:  # a rule that reads the later crash is just as good
         assert d.primary is not None and d.primary.fatal
+
+
+def test_a_survived_state_rule_reading_the_same_line_marks_the_fatal_one_survived() -> None:
+    crash = _f("gpu-unavailable", 12, 0.85)
+    went_on = replace(_f("gpu-unavailable", 12, 0.85, False, "warning"), rule_id="w/went-on")
+    v = decide([crash, went_on], [], load_kb())
+    assert v.fatal is False
+    assert any(s.startswith("same line:") for s in v.steps)
+    # A warning on another line, or one less sure than the fatal reading, changes nothing.
+    elsewhere = replace(went_on, evidence=(Evidence(13, "text", "match.any[0]"),))
+    assert decide([crash, elsewhere], [], load_kb()).fatal is True
+    less_sure = replace(went_on, confidence=0.7)
+    assert decide([crash, less_sure], [], load_kb()).fatal is True
+
+
+def test_llama_cpp_going_on_after_its_cuda_init_failed_is_survived() -> None:
+    from diagnose.api import diagnose_text
+
+    d = diagnose_text(
+        "ggml_cuda_init: failed to initialize CUDA: system has unsupported display driver / "
+        "cuda driver combination\n"
+        "llm_load_tensors: offloaded 0/33 layers to GPU\n"
+    )
+    assert d.cause == "gpu-unavailable" and d.fatal is False
 
 
 def test_a_later_crash_after_going_on_without_the_gpu_is_that_cause() -> None:
