@@ -8,7 +8,8 @@ Three judgements live here, each driven by data rather than special cases:
   failed autotuner tactics beside "ready to roll", which is ``tactic-skipped``.
   So is one inside a region the program says it lived through (:func:`lived_spans`:
   a serving loop's catch block, "continuing", "Ignoring this choice.") when no crash
-  follows it.
+  follows it, and one whose every line a rule written for the survived state (a
+  warning rule) also read, as surely.
 * **Cascade.**  A cause listed in another present cause's ``cascades`` (kb data:
   an illegal memory access makes NCCL's watchdog time out) is a consequence; the
   root is the cause it follows from.
@@ -65,7 +66,8 @@ def decide(
     """Pick the root finding; mark survived findings non-fatal; name the cascade.
 
     An ordered list of small steps, each adding a note on what it did and why:
-    survived-by-readiness, survived-by-the-program's-words, pool, roots, primary, cascade.
+    survived-by-readiness, survived-by-the-program's-words, survived-by-a-warning-rule's-line,
+    pool, roots, primary, cascade.
     ``lived``: the line spans of regions the program says it lived through (:func:`lived_spans`).
     """
     steps: list[str] = []
