@@ -43,7 +43,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
-from diagnose.ingest.read import STREAM_HEAD_BYTES
+from diagnose.ingest.read import STREAM_HEAD_BYTES, whole_text
 from diagnose.ingest.scan import (
     MAX_LINE,
     MAX_WINDOW_BYTES,
@@ -264,16 +264,25 @@ class StreamDiagnoser:
         Built as the big-file scan builds its verdict (:func:`diagnose.pipeline.parse_windows`):
         every window parsed together, so one root cause with its cascade, log-scope rules
         and survived failures are judged across windows, and a log gives the same verdict
-        streamed as read from a file.  Needs ``summary=True``.
+        streamed as read from a file.  An input no bigger than the whole-input limit (its
+        head holds every byte) is one window, read whole as such a file is.  Needs
+        ``summary=True``.
         """
         if not self.keeps_summary:
             raise ValueError("StreamDiagnoser(summary=True) keeps what a summary needs")
         from diagnose.engine import diagnose_parsed, rule_wording
-        from diagnose.pipeline import parse_windows
+        from diagnose.pipeline import parse_text, parse_windows
 
+        wording = rule_wording(self.rule_dirs)
+        if self._head_whole:
+            # A small input is one window, as a file or stdin of the same bytes is read whole
+            # (diagnose.ingest.read.open_bounded): lines no trigger marks (a rule's regex with
+            # no literal guard, a non-ASCII wording) are judged as they are there.
+            whole = parse_text(whole_text(self._head), self.source, wording)
+            return diagnose_parsed(whole, rule_dirs=self.rule_dirs)
         result = self._cutter.kept_so_far(self._stats.bytes)
         head = _decode(bytes(self._head))
-        parsed = parse_windows(self.source, head, result, rule_wording(self.rule_dirs))
+        parsed = parse_windows(self.source, head, result, wording)
         return diagnose_parsed(parsed, rule_dirs=self.rule_dirs)
 
     def _feed(self, raw: bytes, ahead: _Ahead | None) -> list[Diagnosis | Ready]:
@@ -363,6 +372,9 @@ class StreamDiagnoser:
         self._carry = b""
         self._skipping = False
         self._head = bytearray()  # the first STREAM_HEAD_BYTES, kept for summary()
+        # Whether the head holds every byte fed since the (re)start: then the input is small
+        # enough to be read whole, and summary() reads it as a file of those bytes is read.
+        self._head_whole = True
         # The one window cutter (diagnose.ingest.scan): where a crash window starts, grows,
         # is cut and ends is decided there for the stream and the big-file scan alike.  A
         # readiness line ends the open window (what came before it was lived through).
@@ -386,8 +398,10 @@ class StreamDiagnoser:
         cutter = self._cutter
         if cutter.line_base <= self.context_head_lines:
             self._collect_context(buf, lo, end)
-        if self.keeps_summary and len(self._head) < STREAM_HEAD_BYTES:
-            self._head += buf[lo : min(end, lo + STREAM_HEAD_BYTES - len(self._head))]
+        if self.keeps_summary and self._head_whole:
+            room = STREAM_HEAD_BYTES - len(self._head)
+            self._head += buf[lo : min(end, lo + room)]
+            self._head_whole = end - lo <= room
         if ahead is None:
             cutter.feed(buf, lo, end, masked=cutter.mask(buf, lo, end))
         else:

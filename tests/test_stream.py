@@ -448,6 +448,24 @@ def test_the_summary_judges_every_window_together() -> None:
     )
 
 
+def test_a_small_input_is_one_window_whatever_its_triggers() -> None:
+    # A line the whole-text reader opens a region on but no scan trigger marks (its words
+    # are not ASCII, so no literal guard holds them): the summary of a small stream reads it
+    # as a file of the same bytes is read (rounds 322, 327 and 330 had such lines).
+    log = "[I] building the engine\n[E] 9: Пропуск тактики 0x3e8 из-за исключения\n"
+    engine = StreamDiagnoser(summary=True)
+    engine.feed(log)
+    engine.close()
+    whole, streamed = diagnose_text(log), engine.summary()
+    assert whole.crashes
+    assert (streamed.cause, streamed.fatal) == (whole.cause, whole.fatal)
+    # Past the whole-input size the windows decide, as the big-file scan does.
+    big = StreamDiagnoser(summary=True)
+    big.feed("INFO healthy line of a long log\n" * 40_000 + log)
+    big.close()
+    assert not big.summary().crashes
+
+
 def test_a_summary_needs_the_engine_to_keep_its_windows() -> None:
     engine = StreamDiagnoser()
     engine.close()

@@ -43,6 +43,7 @@ __all__ = [
     "open_bounded",
     "open_source",
     "read_text",
+    "whole_text",
 ]
 
 #: Inputs that hold at most this many (decompressed) bytes go through ``normalize`` +
@@ -552,6 +553,14 @@ def _collect(stream: IO[bytes], limit: int | None) -> tuple[bytearray, int, bool
             longest = max(longest, run + first)
             run = len(chunk) - chunk.rfind(b"\n") - 1
     return buf, max(longest, run), _was_cut(stream, cut)
+
+
+def whole_text(buf: bytes | bytearray) -> str:
+    """Decode an input of at most :data:`WHOLE_INPUT_LIMIT` bytes held whole, exactly as
+    :func:`open_bounded` decodes one it read: the stream's summary of a small input must read
+    the same text a file of those bytes gives (one window, whatever the way in)."""
+    longest = max((len(run) for run in bytes(buf).split(b"\n")), default=0)
+    return _text_of(bytearray(buf), longest, False, whole=True)
 
 
 def _text_of(buf: bytearray, longest: int, cut: bool, *, whole: bool) -> str:
