@@ -558,12 +558,15 @@ def _collect(stream: IO[bytes], limit: int | None) -> tuple[bytearray, int, bool
 def whole_text(buf: bytes | bytearray) -> str:
     """Decode an input of at most :data:`WHOLE_INPUT_LIMIT` bytes held whole, exactly as
     :func:`open_bounded` decodes one it read: the stream's summary of a small input must read
-    the same text a file of those bytes gives (one window, whatever the way in)."""
-    longest = max((len(run) for run in bytes(buf).split(b"\n")), default=0)
-    return _text_of(bytearray(buf), longest, False, whole=True)
+    the same text a file of those bytes gives (one window, whatever the way in).
+
+    No newline-free run is longer than the input itself, and that bound is all
+    :func:`_text_of` needs: it caps lines only in a text longer than ``MAX_LINE_CHARS``
+    (= ``WHOLE_INPUT_LIMIT``), so the buffer is neither copied nor split to measure them."""
+    return _text_of(buf, len(buf), False, whole=True)
 
 
-def _text_of(buf: bytearray, longest: int, cut: bool, *, whole: bool) -> str:
+def _text_of(buf: bytes | bytearray, longest: int, cut: bool, *, whole: bool) -> str:
     """Decode what :func:`_collect` read (``whole``: nothing past it was left unread)."""
     notes: list[str] = []
     if cut:
