@@ -93,9 +93,10 @@ def decide(
     )
     # A rule written for the survived state (severity below fatal) that read every line a
     # fatal rule read says the program went on past them: the two describe one message.
+    survivors = _survived_state_lines(findings)
     adjusted = _mark_survived(
         adjusted,
-        lambda f: _claimed_by_survived_state(f, findings),
+        lambda f: _claimed(f, survivors),
         "a rule written for the survived state read the same line",
         lambda ids: (
             f"same line: a rule written for the survived state read every line of {ids}: "
@@ -199,19 +200,25 @@ def _survived(f: Finding, why: str) -> Finding:
     return replace(f, fatal=False, notes=(*f.notes, why))
 
 
-def _claimed_by_survived_state(f: Finding, findings: Sequence[Finding]) -> bool:
-    """True when a finding of severity below fatal, at least as confident as ``f``, holds
-    every evidence line of ``f``. A more confident fatal rule is the more specific reading
-    of the line: torch's "CUDA initialization:" warning naming a driver too old for the build
-    stays that fatal cause (the labelled dev case), while llama.cpp's ggml_cuda_init failure,
-    read as well by the equally sure cuda-init-warning, is the server going on on the CPU."""
-    lines = {e.line for e in f.evidence}
-    return bool(lines) and any(
-        w.severity != "fatal"
-        and round(w.confidence, 3) >= round(f.confidence, 3)
-        and lines <= {e.line for e in w.evidence}
+def _survived_state_lines(findings: Sequence[Finding]) -> list[tuple[float, frozenset[int]]]:
+    """Each finding of severity below fatal (a rule written for the survived state) as its
+    confidence and the set of lines it read, built once per verdict."""
+    return [
+        (round(w.confidence, 3), frozenset(e.line for e in w.evidence))
         for w in findings
-    )
+        if w.severity != "fatal"
+    ]
+
+
+def _claimed(f: Finding, survivors: Sequence[tuple[float, frozenset[int]]]) -> bool:
+    """True when a survived-state finding at least as confident as ``f`` read every evidence
+    line of ``f``. A more confident fatal rule is the more specific reading of the line:
+    torch's "CUDA initialization:" warning naming a driver too old for the build stays that
+    fatal cause (the labelled dev case), while llama.cpp's ggml_cuda_init failure, read as
+    well by the equally sure cuda-init-warning, is the server going on on the CPU."""
+    lines = {e.line for e in f.evidence}
+    confidence = round(f.confidence, 3)
+    return bool(lines) and any(c >= confidence and lines <= read for c, read in survivors)
 
 
 def _within(f: Finding, spans: Sequence[tuple[int, int]]) -> bool:
