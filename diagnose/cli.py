@@ -9,7 +9,6 @@ become exit code 2 with a one-line message.
 # No `from __future__ import annotations`: typer reads the command's annotations at every
 # start, and string annotations cost it one eval() each (~40 of them).
 
-import os
 import sys
 from enum import StrEnum
 from pathlib import Path
@@ -17,7 +16,8 @@ from typing import Annotated, NoReturn, Optional
 
 import typer
 
-from diagnose.exitcodes import ExitCode, for_verdict, worst
+from diagnose.cli_plain import diagnose_logs
+from diagnose.exitcodes import ExitCode
 from diagnose.render import OutputFormat
 
 app = typer.Typer(
@@ -114,71 +114,12 @@ def run(
         _watch(logs[0], fmt, tuple(rules or ()), follow, until is Until.ready, timeout, verbose)
     if verify_level and verify_level not in ("model", "compile", "run"):
         _fail(f"--verify-level must be model, compile or run, not {verify_level!r}")
-    several = len(logs) > 1
-    color = fmt is OutputFormat.text and _use_color(no_color)
-    codes: list[ExitCode] = []
-    documents: list[str] = []  # --format json with several logs: one array at the end
-    for log in logs:
-        code, text = _one(
-            log, fmt, tuple(rules or ()), verify or binaries is not None, verify_level, verbose,
-            color, binaries, arch,
-        )  # fmt: skip
-        codes.append(code)
-        if text is None:
-            continue
-        if fmt is OutputFormat.json and several:
-            documents.append(text)
-            continue
-        if several and fmt in (OutputFormat.text, OutputFormat.markdown):
-            sys.stdout.write(f"==> {log} <==\n")
-        if color:
-            from rich.console import Console
-
-            Console(highlight=False, soft_wrap=True).print(text)
-        else:
-            sys.stdout.write(text + "\n")
-    if documents:
-        sys.stdout.write("[\n" + ",\n".join(documents) + "\n]\n")
-    raise typer.Exit(worst(codes))
-
-
-def _one(
-    log: str,
-    fmt: OutputFormat,
-    rules: tuple[Path, ...],
-    verify: bool,
-    verify_level: str,
-    verbose: bool,
-    color: bool,
-    binaries: Path | None = None,
-    arch: str | None = None,
-) -> tuple[ExitCode, str | None]:
-    """Diagnose one log: its exit code and rendered report (``None`` after an input error,
-    whose one line went to stderr)."""
-    from diagnose.api import diagnose_file
-    from diagnose.errors import DiagnoseError
-
-    try:
-        result = diagnose_file(
-            log,
-            rule_dirs=rules,
-            verify=verify or bool(verify_level),
-            verify_level=verify_level or "compile",
-            binaries=binaries,
-            arch=arch,
-        )
-    except DiagnoseError as exc:
-        sys.stderr.write(f"diagnose: {exc}\n")
-        return ExitCode.USAGE_OR_INPUT_ERROR, None
-    except Exception as exc:  # a bug must still end in one line, not a traceback
-        bug = f"internal error ({type(exc).__name__}: {exc}); please report it with the log"
-        sys.stderr.write(f"diagnose: {bug}\n")
-        return ExitCode.USAGE_OR_INPUT_ERROR, None
-    from diagnose.render import render
-
-    return for_verdict(result.fatal, result.known), render(
-        result, fmt, color=color, verbose=verbose
-    )
+    code = diagnose_logs(
+        tuple(logs), fmt, rules=tuple(rules or ()), verify=verify or binaries is not None,
+        verify_level=verify_level, verbose=verbose, no_color=no_color, binaries=binaries,
+        arch=arch,
+    )  # fmt: skip
+    raise typer.Exit(code)
 
 
 def _print_version() -> NoReturn:
@@ -224,13 +165,6 @@ def _watch(
         _fail(f"internal error ({type(exc).__name__}: {exc}); please report it with the log")
     sys.stderr.write(f"diagnose: {result.message}\n")
     raise typer.Exit(result.exit_code)
-
-
-def _use_color(no_color: bool) -> bool:
-    """Colour only on a terminal, and never when NO_COLOR is set (https://no-color.org)."""
-    if no_color or os.environ.get("NO_COLOR"):
-        return False
-    return sys.stdout.isatty() and os.environ.get("TERM") != "dumb"
 
 
 def _fail(message: str) -> NoReturn:

@@ -38,8 +38,19 @@ GC_THRESHOLD0 = 200_000
 
 
 def diagnose() -> None:
-    """``diagnose``: see :mod:`diagnose.cli`."""
-    _run(lambda: __import__("diagnose.cli", fromlist=["main"]).main())
+    """``diagnose``: see :mod:`diagnose.cli`; its plain form runs without typer
+    (:mod:`diagnose.cli_plain`)."""
+    _run(_diagnose_main)
+
+
+def _diagnose_main() -> None:
+    from diagnose.cli_plain import diagnose_logs, plain_args
+
+    plain = plain_args(sys.argv[1:])
+    if plain is None:
+        __import__("diagnose.cli", fromlist=["main"]).main()
+        return
+    raise SystemExit(diagnose_logs(plain.logs, plain.fmt, no_color=plain.no_color))
 
 
 def diagnose_kb() -> None:

@@ -341,3 +341,74 @@ def test_kb_show_suggests_the_nearest_ids() -> None:
     )  # fmt: skip
     assert proc.returncode == 2
     assert "did you mean smem-overflow/cutlass-error-internal" in proc.stderr
+
+
+# The plain form (``diagnose LOG... [-f FMT] [--no-color]``) runs without typer
+# (diagnose.cli_plain); everything else is the typer command's.
+@pytest.mark.parametrize(
+    ("argv", "plain"),
+    [
+        (["a.log"], ("a.log",)),
+        (["a.log", "b.log.gz", "-"], ("a.log", "b.log.gz", "-")),
+        (["-f", "json", "a.log"], ("a.log",)),
+        (["a.log", "--format=markdown", "--no-color"], ("a.log",)),
+        ([], None),  # help on a terminal, or stdin: typer decides
+        (["--help"], None),
+        (["a.log", "--verbose"], None),
+        (["a.log", "-f"], None),  # a missing value is typer's error to word
+        (["a.log", "-f", "yaml"], None),  # ... and so is a bad one
+        (["a.log", "-f", "json", "-f", "text"], None),
+        (["a.log", "--no-color", "--no-color"], None),
+        (["a.log", "--"], None),
+        (["a.log", "-fjson"], None),
+        (["serve"], None),
+        (["mcp", "x"], None),
+        (["a.log", "--follow"], None),
+    ],
+)
+def test_plain_args_take_only_the_plain_form(argv: list[str], plain: tuple[str, ...] | None) -> None:
+    from diagnose.cli_plain import plain_args
+
+    got = plain_args(argv)
+    assert (got.logs if got is not None else None) == plain
+
+
+def test_plain_args_read_the_format() -> None:
+    from diagnose.cli_plain import plain_args
+    from diagnose.render import OutputFormat
+
+    got = plain_args(["--format", "jsonl", "a.log", "--no-color"])
+    assert got is not None and got.fmt is OutputFormat.jsonl and got.no_color
+    got = plain_args(["a.log"])
+    assert got is not None and got.fmt is OutputFormat.text and not got.no_color
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "markdown", "jsonl"])
+def test_plain_and_typer_paths_print_the_same(tmp_path: Path, fmt: str) -> None:
+    """The same plain command through the typer command (forced by an option that changes
+    nothing: ``--rules`` with an empty directory) and without it: same bytes, same code."""
+    empty = tmp_path / "rules"
+    empty.mkdir()
+    oom = tmp_path / "oom.log"
+    oom.write_text(OOM_LOG)
+    logs = [str(EXAMPLE), str(oom), str(tmp_path / "missing.log")]
+    plain = run_cli(*logs, "-f", fmt)
+    typer_run = run_cli(*logs, "-f", fmt, "--rules", str(empty))
+    assert plain.returncode == typer_run.returncode == 2  # the missing file is the worst
+    assert plain.stdout == typer_run.stdout
+    assert plain.stderr == typer_run.stderr
+
+
+def test_the_plain_form_does_not_import_typer(tmp_path: Path) -> None:
+    log = tmp_path / "oom.log"
+    log.write_text(OOM_LOG)
+    code = (
+        "import sys; sys.argv = ['diagnose', sys.argv[1]]\n"
+        "import atexit; atexit.register(lambda: print('typer' in sys.modules, file=sys.stderr))\n"
+        "from diagnose.launch import diagnose; diagnose()\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(log)], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == "False"

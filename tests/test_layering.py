@@ -8,7 +8,15 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "diagnose"
 
 #: Modules that are command-line shells (they may use typer, print and exit).
-SHELLS = {"cli.py", "kbcli.py", "__main__.py", "launch.py", "serve.py", "mcp_server.py"}
+SHELLS = {
+    "cli.py",
+    "cli_plain.py",
+    "kbcli.py",
+    "__main__.py",
+    "launch.py",
+    "serve.py",
+    "mcp_server.py",
+}
 
 
 def _library_modules() -> list[Path]:
