@@ -1299,6 +1299,16 @@ def test_a_sentence_ending_at_a_common_width_does_not_swallow_the_next_record() 
     assert [ln.text for ln in lines][-2:] == [path, "Next record. Still going."]
 
 
+def test_a_spinner_glyph_after_a_sentence_at_the_width_starts_a_record() -> None:
+    # A console spinner ("⠴ Transcribing...") is a status line of its own, not the rest of the
+    # sentence before it; joined, its library error read as the sentence's line (round 372).
+    head = "[2026-01-02 10:00:00 TP0] Only use 24 SMs for the all-to-all. " + "w" * 117 + "."
+    assert len(head) == 180
+    spinner = "\u2834 Transcribing... 0:00:00Could not locate cudnn_ops64_9.dll."
+    lines = normalize(head + "\n" + spinner + "\nNext record. Still going.\n")
+    assert [ln.text for ln in lines][-2:] == [spinner, "Next record. Still going."]
+
+
 def test_a_word_cut_after_its_full_stop_still_joins_its_rest() -> None:
     # The cut falls inside "file.py": the next line starts lower-case, so it is the rest.
     head = "RuntimeError: could not open the cache index " + "z" * 115 + " in /tmp/cache/file."

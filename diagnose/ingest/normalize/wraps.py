@@ -135,12 +135,15 @@ def _sentence_then_record(head: Clean, text: str) -> bool:
     or a path starting the next line is a record of its own that only happened to follow a
     line of a common width: sglang's 180-column "... Consider using --deepep-config to change
     the behavior." then NVSHMEM's "/dvs/p4/build/.../transport.cpp:...: init failed" (round 144).
+    A spinner or status glyph starts a record too: pyannote's "... revert torch to 1.x." then
+    "⠴ Transcribing... Could not locate cudnn_ops64_9.dll" (round 372).
     """
+    first = text[:1]
     return (
         not head.pad
         and head.text[-1:] in ".!?"
         and head.text[-2:-1].isalpha()
-        and (text[:1] == "/" or text[:1].isupper())
+        and (first == "/" or first.isupper() or (first > "\x7f" and not first.isalnum()))
     )
 
 
