@@ -14,6 +14,9 @@ NEW_RECORD = lazy(
     # logfmt records (Go's slog, so Ollama): "time=2025-11-26T08:00:04.513Z level=ERROR ...";
     # the record above ending at a terminal width had swallowed it (ollama/ollama#13250)
     r"|time=\d{4}-\d\d-\d\d[T ]|level=[A-Za-z]+ "
+    # A compiler driver's own diagnostic: "nvcc fatal   : Unsupported gpu architecture
+    # 'compute_N'" after an nvcc command line that filled the terminal (round 386).
+    r"|(?:nvcc|ptxas|nvlink|clang\+\+|clang|g\+\+|gcc|cc1plus|collect2|hipcc) ?(?:fatal|error)\s*:"
     # Triton's PTXASError: "triton.runtime.errors.PTXASError: PTXAS error: Internal Triton
     # PTX codegen error" is exactly 80 columns, and its next line is this heading.
     r"|`ptxas` stderr:)"
