@@ -366,7 +366,9 @@ def test_kb_show_suggests_the_nearest_ids() -> None:
         (["a.log", "--follow"], None),
     ],
 )
-def test_plain_args_take_only_the_plain_form(argv: list[str], plain: tuple[str, ...] | None) -> None:
+def test_plain_args_take_only_the_plain_form(
+    argv: list[str], plain: tuple[str, ...] | None
+) -> None:
     from diagnose.cli_plain import plain_args
 
     got = plain_args(argv)

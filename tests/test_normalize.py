@@ -1312,7 +1312,9 @@ def test_a_spinner_glyph_after_a_sentence_at_the_width_starts_a_record() -> None
 def test_a_compiler_diagnostic_after_a_command_at_the_width_starts_a_record() -> None:
     # nvcc's own "fatal :" line is a record, not the rest of the command line before it,
     # even when that line filled the terminal and ended mid-word (round 386).
-    head = "nvcc -ccbin g++ -gencode arch=compute_N,code=[sm_N,compute_N] " + "-Xab " * 22 + "-c xy.cu"
+    head = (
+        "nvcc -ccbin g++ -gencode arch=compute_N,code=[sm_N,compute_N] " + "-Xab " * 22 + "-c xy.cu"
+    )
     assert len(head) == 180
     fatal = "nvcc fatal   : Unsupported gpu architecture 'compute_N'"
     lines = normalize(head + "\n" + fatal + "\nMakefile:43: recipe for target 'x.o' failed\n")
