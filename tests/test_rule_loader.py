@@ -295,3 +295,12 @@ def test_kb_cli_lint_test_and_docs(tmp_path: Path) -> None:
     missed = write(tmp_path / "missed", "cuda-oom/widget-alloc.toml", wrong).parents[1]
     result = runner.invoke(app, ["test", "--only", str(missed)])
     assert result.exit_code == 1 and "missed: cuda-oom/widget-alloc:plain" in result.output
+
+
+def test_regex_in_a_basic_string_with_backslash_b_fails_at_load(tmp_path: Path) -> None:
+    # "\bwidget" in a TOML basic string is a backspace before "widget": a regex that never
+    # matches, silently. It must fail where it was written instead.
+    text = GOOD.replace('{ text = "widget retry ok" }', '{ regex = "\\bwidget retry" }')
+    err = load_error(tmp_path, text)
+    assert (err.line, err.field) == (15, "match.none[0].regex")
+    assert "backspace" in err.message and "literal string" in err.message
