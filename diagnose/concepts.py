@@ -32,7 +32,7 @@ from typing import Any
 from diagnose.lazyre import lazy
 from diagnose.records import record
 from diagnose.snapshot import storable
-from diagnose.tomlsource import TomlSource, load_toml
+from diagnose.tomlsource import CONTROL_ESCAPE, TomlSource, has_control_escape, load_toml
 
 __all__ = ["REFERENCE_RE", "Concept", "expand", "parse_concepts"]
 
@@ -126,6 +126,8 @@ def _parse(
     parts: list[str] = []
     for i, fragment in enumerate(data["patterns"]):
         field = f"patterns[{i}]"
+        if has_control_escape(fragment):
+            raise src.error(field, CONTROL_ESCAPE)
         try:
             compiled = re2.compile(fragment)
         except re2.error as exc:

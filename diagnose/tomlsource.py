@@ -20,6 +20,21 @@ from diagnose.errors import RuleFileError
 from diagnose.lazyre import lazy
 from diagnose.records import record
 
+#: Why a pattern read from a data file cannot be the regex its author wrote: in a TOML basic
+#: string ("...") the escapes \b and \f are a backspace and a form feed, so "\bword" becomes a
+#: pattern that silently never matches (three rule entries of round 357 did, caught only
+#: because their log stayed unknown). Rules, concepts and vocabularies all check it.
+CONTROL_ESCAPE = (
+    "holds a backspace or form-feed character: in a TOML basic string \\b and \\f are "
+    "control characters; write the pattern in a literal string (single quotes)"
+)
+
+
+def has_control_escape(pattern: str) -> bool:
+    """True when ``pattern`` holds a character a basic string's \\b or \\f escape made."""
+    return "\b" in pattern or "\f" in pattern
+
+
 # Only needed to report an error or locate an example: compiled on first use.
 _TOML_ERR_POS = lazy(r"\(at line (\d+), column (\d+)\)")
 _HEADER = lazy(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(?:#.*)?$")

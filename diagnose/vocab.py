@@ -36,7 +36,7 @@ from typing import Any
 
 from diagnose.records import record
 from diagnose.snapshot import storable
-from diagnose.tomlsource import TomlSource, load_toml
+from diagnose.tomlsource import CONTROL_ESCAPE, TomlSource, has_control_escape, load_toml
 
 __all__ = ["ENV_VAR", "Term", "Vocabulary", "kb_dirs", "vocabulary"]
 
@@ -210,6 +210,8 @@ def _parse(src: TomlSource, path: Path, name: str) -> Vocabulary:
         if not isinstance(text, str) or not text:
             raise src.error(f"{prefix}.text" if "text" in entry else prefix, "needs a text")
         if match == "pattern":
+            if has_control_escape(text):
+                raise src.error(f"{prefix}.text", CONTROL_ESCAPE)
             try:
                 pattern = re.compile(text, flags)
             except re.error as exc:

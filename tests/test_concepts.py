@@ -36,6 +36,8 @@ def _kb_with(tmp_path: Path, name: str, text: str) -> Path:
     [
         (GOOD.replace("widget-\\d+", "widget-("), "patterns[0]"),
         (GOOD.replace("widget-\\d+", "widget-(\\d+)"), "patterns[0]"),
+        # a basic string: "\\b" is a backspace, not a word boundary
+        (GOOD.replace("['widget-\\d+']", '["\\bwidget-7"]'), "patterns[0]"),
         (GOOD.replace('"widget-7"]', '"widget-x"]'), "examples[0]"),
         (GOOD.replace('"gadget-7"', '"a widget-9 here"'), "non_examples[0]"),
         (GOOD.replace('name = "widget"', 'name = "gadget"'), "name"),

@@ -123,6 +123,21 @@ def test_a_pattern_whose_prefilter_is_blank_fails_at_load(
     assert err.field == "entries[0].text" and "blank space" in str(err)
 
 
+def test_a_pattern_entry_in_a_basic_string_with_backslash_b_fails_at_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # In "..." the TOML escape \b is a backspace: the entry would never match anything.
+    (tmp_path / "vocab").mkdir()
+    (tmp_path / "vocab" / "caught.toml").write_text(
+        'name = "caught"\ndescription = "d"\nmatch = "pattern"\n\n[[entries]]\n'
+        'text = "\\bserved on"\nexamples = ["served on after an error"]\n'
+    )
+    monkeypatch.setenv(ENV_VAR, str(tmp_path))
+    with pytest.raises(RuleFileError) as err:
+        vocabulary("caught")
+    assert err.value.field == "entries[0].text" and "backspace" in str(err.value)
+
+
 @pytest.mark.parametrize(
     "name", ["ready", "carried-on", "caught", "engine-dead", "gave-up", "request-failed"]
 )

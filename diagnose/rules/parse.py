@@ -45,7 +45,7 @@ from diagnose.rules.schema import (
     TileTest,
     Unit,
 )
-from diagnose.tomlsource import TomlSource
+from diagnose.tomlsource import CONTROL_ESCAPE, TomlSource, has_control_escape
 
 TOP_KEYS = frozenset(
     {"id", "cause", "title", "severity", "confidence", "summary", "fallback"}
@@ -235,15 +235,8 @@ class _Parser:
     def sig_regex(self, item: dict[str, Any], field: str) -> Signal:
         """``{ regex = '...(?P<name>...)', extract = { name = "bytes" } }``."""
         pattern = self.get(item, "regex", str, f"{field}.regex")
-        if "\b" in pattern or "\f" in pattern:
-            # In a TOML basic string ("...") the escapes \b and \f are a backspace and a form
-            # feed, so "\bword" quietly became a regex that never matches (three round-357
-            # entries did, caught only because their log stayed unknown).
-            self.fail(
-                f"{field}.regex",
-                "holds a backspace or form-feed character: in a TOML basic string \\b and \\f "
-                "are control characters; write the regex in a literal string (single quotes)",
-            )
+        if has_control_escape(pattern):
+            self.fail(f"{field}.regex", CONTROL_ESCAPE)
         expanded = self.expand(pattern, f"{field}.regex")
         compiled = self.compile(expanded, f"{field}.regex")
         groups = tuple(sorted(compiled.groupindex, key=compiled.groupindex.get))
