@@ -16,7 +16,7 @@ from typing import Annotated, NoReturn, Optional
 
 import typer
 
-from diagnose.cli_plain import diagnose_logs
+from diagnose.cli_plain import FORMAT_OPTIONS, NO_COLOR_OPTION, diagnose_logs
 from diagnose.exitcodes import ExitCode
 from diagnose.render import OutputFormat
 
@@ -45,7 +45,7 @@ def run(
         ),
     ] = None,
     fmt: Annotated[
-        OutputFormat, typer.Option("--format", "-f", help="output format")
+        OutputFormat, typer.Option(*FORMAT_OPTIONS, help="output format")
     ] = OutputFormat.text,
     rules: Annotated[
         Optional[list[Path]],  # noqa: UP045 - typer needs Optional on 3.10
@@ -55,7 +55,7 @@ def run(
         bool, typer.Option("--verbose", "-v", help="show every region and finding")
     ] = False,
     no_color: Annotated[
-        bool, typer.Option("--no-color", help="plain text even on a terminal")
+        bool, typer.Option(NO_COLOR_OPTION, help="plain text even on a terminal")
     ] = False,
     verify: Annotated[
         bool, typer.Option("--verify", help="rebuild and measure what the crash implicates")

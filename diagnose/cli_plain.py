@@ -23,9 +23,12 @@ from pathlib import Path
 from diagnose.exitcodes import ExitCode, for_verdict, worst
 from diagnose.render import OutputFormat
 
-#: The options a plain command may carry: the ones that only pick how a report looks.
-_FORMAT_OPTIONS = ("--format", "-f")
+#: The options a plain command may carry, the ones that only pick how a report looks; the
+#: typer command declares them with these same names (diagnose.cli).
+FORMAT_OPTIONS = ("--format", "-f")
+NO_COLOR_OPTION = "--no-color"
 _COMMANDS = ("serve", "mcp")  # subcommands: never a plain log argument
+_FORMATS = frozenset(f.value for f in OutputFormat)  # what --format accepts (click: by value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,20 +58,20 @@ def plain_args(argv: list[str]) -> PlainArgs | None:
     while i < len(argv):
         word = argv[i]
         value: str | None = None
-        if word in _FORMAT_OPTIONS:
+        if word in FORMAT_OPTIONS:
             if i + 1 >= len(argv):
                 return None
             value, i = argv[i + 1], i + 1
-        elif word.startswith("--format="):
+        elif word.startswith(f"{FORMAT_OPTIONS[0]}="):
             value = word.partition("=")[2]
-        elif word == "--no-color" and not no_color:
+        elif word == NO_COLOR_OPTION and not no_color:
             no_color = True
         elif word == "-" or not word.startswith("-"):
             logs.append(word)
         else:
             return None
         if value is not None:
-            if fmt is not None or value not in OutputFormat.__members__:
+            if fmt is not None or value not in _FORMATS:
                 return None
             fmt = OutputFormat(value)
         i += 1
